@@ -1,0 +1,255 @@
+// Package dedupe defines what a claim on a webhook event is, what a store must
+// guarantee about it, and the errors a store may answer with.
+//
+// It imports no database driver: the backends live beneath it (sqlite/,
+// postgres/, redis/) and translate their drivers' errors into the sentinels
+// declared here. Every backend runs dedupetest.RunConformance unchanged.
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// State is the life-cycle state of a record.
+type State string
+
+const (
+	// StateProcessing: a proxy holds the claim (owner token + lease) and the
+	// request is at the site.
+	StateProcessing State = "processing"
+	// StateDone: the site gave a final answer and it is stored for replay.
+	StateDone State = "done"
+	// StateUnknown: the site may or may not have run the handler (timeout or a
+	// broken connection) and the sender asked to hold such claims
+	// (ambiguous: hold). Only an operator moves it on.
+	StateUnknown State = "unknown"
+)
+
+// Sentinel errors. Backends wrap them; callers use errors.Is.
+var (
+	// ErrNotFound: no record for (sender, key).
+	ErrNotFound = errors.New("record not found")
+	// ErrNotOwner: the caller's owner token no longer holds the claim (it was
+	// released, completed or taken over after its lease expired). The write
+	// was not applied.
+	ErrNotOwner = errors.New("claim not held by this owner")
+	// ErrUnavailable: the store could not be reached or did not answer in
+	// time. Nothing is known to have been written.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Response is the site's answer as stored for replay.
+type Response struct {
+	Status int
+	// Header holds only replay-safe headers (no hop-by-hop, Set-Cookie, Date).
+	Header http.Header
+	// Body is at most the sender's max_stored_body bytes.
+	Body []byte
+	// Truncated is set when the site's body was longer than what was stored;
+	// a replay then answers Status with an empty body.
+	Truncated bool
+}
+
+// Record is one (sender, key) pair as a store keeps it.
+type Record struct {
+	Sender string
+	Key    string
+	State  State
+	// PayloadHash is the lowercase hex SHA-256 the contract computed for the
+	// payload (raw bytes or canonical JSON, per sender).
+	PayloadHash string
+	// Owner is the token of the proxy that holds a processing claim; empty
+	// otherwise.
+	Owner string
+	// LeaseUntil is when a processing claim becomes free for takeover.
+	LeaseUntil  time.Time
+	ReceivedAt  time.Time
+	CompletedAt time.Time // zero until done
+	ExpiresAt   time.Time
+	Hits        int64 // deliveries answered from this record (replays)
+	Takeovers   int64 // times an expired lease was taken over
+	// Response is nil until the record is done.
+	Response *Response
+	// RequestBody is the claimed request's body, kept only when the sender
+	// sets store_request_body; nil otherwise.
+	RequestBody []byte
+}
+
+// Conflict is a delivery that reused a known key with another payload.
+type Conflict struct {
+	Sender       string
+	Key          string
+	StoredHash   string
+	ReceivedHash string
+	ReceivedAt   time.Time
+	// ChangedPaths lists the JSON paths whose values differ, when both bodies
+	// are JSON and were kept; nil otherwise. Computed by the caller.
+	ChangedPaths []string
+	// ExpiresAt is when Purge may remove the conflict.
+	ExpiresAt time.Time
+}
+
+// ClaimRequest asks for the claim on one event.
+type ClaimRequest struct {
+	Sender      string
+	Key         string
+	PayloadHash string
+	// Owner is a fresh random token chosen by the caller; it fences every
+	// later write on this claim.
+	Owner string
+	// Lease is how long the claim stays held without a Renew.
+	Lease time.Duration
+	// TTL is how long the record is kept after it is received.
+	TTL time.Duration
+	// RequestBody is kept with the record when non-nil (store_request_body).
+	RequestBody []byte
+}
+
+// Outcome says what a Claim found.
+type Outcome int
+
+const (
+	// Claimed: the key was new (or its record had expired); the caller now
+	// owns a processing claim and must Complete, Release or Hold it.
+	Claimed Outcome = iota + 1
+	// TakenOver: the key was processing under an expired lease and the same
+	// payload hash; the caller now owns the claim (Takeovers was incremented).
+	TakenOver
+	// Duplicate: the key is done with the same payload hash; Record.Response
+	// holds the stored answer. Nothing was written.
+	Duplicate
+	// Conflicting: the key is known with another payload hash. Nothing was
+	// written; the caller records the conflict with RecordConflict.
+	Conflicting
+	// InProgress: the key is processing under a live lease with the same
+	// payload hash. Nothing was written.
+	InProgress
+	// Held: the key is in StateUnknown with the same payload hash. Nothing was
+	// written.
+	Held
+)
+
+var outcomeNames = map[Outcome]string{
+	Claimed: "claimed", TakenOver: "taken_over", Duplicate: "duplicate",
+	Conflicting: "conflict", InProgress: "in_progress", Held: "held",
+}
+
+func (o Outcome) String() string {
+	if s, ok := outcomeNames[o]; ok {
+		return s
+	}
+	return "outcome(?)"
+}
+
+// ClaimResult is a Claim's answer: the outcome and the record as it stands
+// after the claim (for Conflicting, the stored original, with its
+// RequestBody when one was kept).
+type ClaimResult struct {
+	Outcome Outcome
+	Record  Record
+}
+
+// Hit is a batch of replays to add to a record's hit counter.
+type Hit struct {
+	Sender, Key string
+	N           int64
+}
+
+// ListFilter narrows List and Conflicts. Zero values mean "any"; Limit 0
+// means a backend default of 100.
+type ListFilter struct {
+	Sender string
+	State  State
+	Limit  int
+}
+
+// PurgeRequest says which records Purge removes. Records whose processing
+// lease is still alive are never removed.
+type PurgeRequest struct {
+	// ReceivedBefore, when non-zero, removes records received before it;
+	// when zero, Purge removes records past their ExpiresAt.
+	ReceivedBefore time.Time
+	// Limit bounds the number of records removed in one call (0: no bound),
+	// so a background purge never holds the store for long.
+	Limit int
+}
+
+// Store keeps claims, stored answers and conflicts.
+//
+// Every method honours ctx's deadline and answers an error wrapping
+// ErrUnavailable when the backend cannot be reached or does not answer in
+// time. Times are judged by the store's own clock (the database's, where
+// there is one), never by the caller's.
+type Store interface {
+	// Claim atomically decides one delivery against what is stored:
+	//   - no record, or an expired one          → Claimed (record created, processing)
+	//   - other payload hash, any state          → Conflicting (nothing written)
+	//   - done, same hash                        → Duplicate (nothing written)
+	//   - processing, same hash, lease alive     → InProgress (nothing written)
+	//   - processing, same hash, lease expired   → TakenOver (owner replaced, Takeovers+1)
+	//   - unknown, same hash                     → Held (nothing written)
+	// Under any number of concurrent callers on one key, from any number of
+	// processes sharing the store, exactly one gets Claimed (or TakenOver) per
+	// free claim.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+
+	// Complete stores the final answer and marks the record done, if owner
+	// still holds the processing claim; otherwise ErrNotOwner and nothing is
+	// written.
+	Complete(ctx context.Context, sender, key, owner string, resp Response) error
+
+	// Release frees the claim (the record is removed) if owner still holds
+	// it; otherwise ErrNotOwner.
+	Release(ctx context.Context, sender, key, owner string) error
+
+	// Hold moves a processing claim that owner holds to StateUnknown;
+	// otherwise ErrNotOwner.
+	Hold(ctx context.Context, sender, key, owner string) error
+
+	// Renew extends owner's lease to lease from now; ErrNotOwner if it no
+	// longer holds the claim.
+	Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error
+
+	// RecordConflict appends a conflict; it never touches the record.
+	RecordConflict(ctx context.Context, c Conflict) error
+
+	// AddHits adds replay counts. It is called off the request path, in
+	// batches; records that vanished are skipped silently.
+	AddHits(ctx context.Context, hits []Hit) error
+
+	// Get returns one record with its stored response, or ErrNotFound.
+	Get(ctx context.Context, sender, key string) (Record, error)
+
+	// List returns records, newest received first.
+	List(ctx context.Context, f ListFilter) ([]Record, error)
+
+	// Conflicts returns recorded conflicts, newest first (State is ignored).
+	Conflicts(ctx context.Context, f ListFilter) ([]Conflict, error)
+
+	// Forget removes a record whatever its state or owner (the operator's
+	// release); ErrNotFound if there is none. A proxy still forwarding under
+	// the removed claim gets ErrNotOwner on its next write.
+	Forget(ctx context.Context, sender, key string) error
+
+	// Purge removes records (and conflicts) as PurgeRequest says and
+	// returns how many records went.
+	Purge(ctx context.Context, req PurgeRequest) (int, error)
+
+	// Ping reports whether the store is reachable and migrated.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources; safe to call twice.
+	Close() error
+}
+
+// Notifier is implemented by stores that can announce changes of a key, so
+// that deliveries waiting on a processing claim wake at once instead of on
+// their next poll.
+type Notifier interface {
+	// WaitChange blocks until (sender, key) may have changed state or ctx is
+	// done. Spurious wake-ups are allowed.
+	WaitChange(ctx context.Context, sender, key string) error
+}
