@@ -1,0 +1,307 @@
+// Package redistest starts throwaway redis-server processes for tests: loopback
+// only, a random free port, no persistence, a temporary directory, stopped by
+// PID when the test (or the test binary) ends.
+//
+// It never touches a Redis it did not start. When redis-server is not
+// installed, tests are skipped with a message, except under CI=true, where a
+// missing server is a failure (the CI script installs it).
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process started by this package.
+type Server struct {
+	// Addr is 127.0.0.1:port; it stays the same across Stop and Start.
+	Addr string
+	port int
+	dir  string
+	bin  string
+
+	mu   sync.Mutex    // guards cmd and done
+	cmd  *exec.Cmd     // nil while stopped
+	done chan struct{} // closed when cmd has exited
+}
+
+// Binary returns the redis-server path, or skips (fails under CI=true) when
+// there is none.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("redis-server not found in PATH under CI=true (install it: apt-get install redis-server): %v", err)
+		}
+		tb.Skipf("redis-server not installed; skipping Redis tests (apt-get install redis-server, or run .ci/run)")
+	}
+	return bin
+}
+
+// Start runs a fresh redis-server for tb and stops it in tb's cleanup.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := start(Binary(tb), tb.TempDir())
+	if err != nil {
+		tb.Fatalf("start redis-server: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+func start(bin, dir string) (*Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ { // a free port can be taken between probe and bind
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, bin: bin}
+		if lastErr = s.launch(); lastErr == nil {
+			return s, nil
+		}
+	}
+	return nil, lastErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// URL is the redis:// URL of the server (database 0).
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Port is the TCP port the server listens on.
+func (s *Server) Port() int { return s.port }
+
+// PID is the server's process id, 0 while stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// launch starts the process on s.port and waits until it answers PING.
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("redis-server on %s already running", s.Addr)
+	}
+	logPath := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", logPath,
+		"--daemonize", "no",
+	)
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec %s: %w", s.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(s.Addr) == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server on port %d exited at start (log: %s)", s.port, tail(logPath))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server on port %d did not answer PING in 10s (log: %s)", s.port, tail(logPath))
+		}
+	}
+}
+
+// Stop kills the server (SIGKILL by PID, as a crash would) and waits for it to
+// exit. The port stays reserved for Start. Stopping a stopped server is a no-op.
+func (s *Server) Stop(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT) // in case it was paused
+	if err := cmd.Process.Kill(); err != nil {
+		tb.Logf("kill redis-server pid %d: %v", cmd.Process.Pid, err)
+	}
+	<-done
+}
+
+// Start runs the server again on the same port, with an empty dataset (no
+// persistence). It fails tb if the port cannot be bound again.
+func (s *Server) Start(tb testing.TB) {
+	tb.Helper()
+	var err error
+	for i := 0; i < 50; i++ { // the old socket may linger for a moment
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.Fatalf("restart redis-server on %s: %v", s.Addr, err)
+}
+
+// Pause freezes the server (SIGSTOP): connections stay open but nothing is
+// answered, as with a hung or overloaded Redis. Resume undoes it.
+func (s *Server) Pause(tb testing.TB) { tb.Helper(); s.signal(tb, syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(tb testing.TB) { tb.Helper(); s.signal(tb, syscall.SIGCONT) }
+
+func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	pid := s.PID()
+	if pid == 0 {
+		tb.Fatalf("redis-server on %s is not running", s.Addr)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		tb.Fatalf("signal %v to redis-server pid %d: %v", sig, pid, err)
+	}
+}
+
+// Close stops the server; safe to call twice. Used as the cleanup of Start.
+func (s *Server) Close() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Do sends one command (inline protocol, no quoting) and returns the first
+// reply line, e.g. Do(t, "FLUSHALL") → "+OK".
+func (s *Server) Do(tb testing.TB, args ...string) string {
+	tb.Helper()
+	line, err := command(s.Addr, strings.Join(args, " "))
+	if err != nil {
+		tb.Fatalf("redis %s: %v", args[0], err)
+	}
+	return line
+}
+
+// FlushAll empties every database of the server.
+func (s *Server) FlushAll(tb testing.TB) {
+	tb.Helper()
+	if got := s.Do(tb, "FLUSHALL"); got != "+OK" {
+		tb.Fatalf("FLUSHALL = %q", got)
+	}
+}
+
+func ping(addr string) error {
+	line, err := command(addr, "PING")
+	if err != nil {
+		return err
+	}
+	if line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+func command(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// shared is the one server of a test package, started on first use by Shared
+// and stopped by Main.
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+	dir  string
+}
+
+// Shared returns the package's shared server, starting it on first use. The
+// package's TestMain must call Main so that it is stopped when tests end
+// (it also dies with the test binary, by a parent-death signal on Linux).
+// Tests keep apart by key (unique sender names) or call FlushAll.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	bin := Binary(tb)
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "redistest-")
+		if shared.err == nil {
+			shared.srv, shared.err = start(bin, shared.dir)
+		}
+	})
+	if shared.err != nil {
+		tb.Fatalf("start shared redis-server: %v", shared.err)
+	}
+	return shared.srv
+}
+
+// Main runs the package's tests and then stops the shared server:
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.srv != nil {
+		shared.srv.Close()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
