@@ -1,0 +1,455 @@
+// Package sqlite is the embedded dedupe.Store: one file, no server, one host.
+//
+// Writes go through a single connection (SQLite has one writer anyway) in
+// BEGIN IMMEDIATE transactions, so a claim never upgrades a read lock and
+// never sees SQLITE_BUSY without waiting for busy_timeout. Reads use a small
+// pool of their own, which WAL lets run beside the writer. The file must sit
+// on a local disk: WAL does not work over a network filesystem.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+var _ dedupe.Store = (*Store)(nil)
+
+// schemaVersion is stored in PRAGMA user_version once migrated.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE IF NOT EXISTS records (
+	sender       TEXT    NOT NULL,
+	key          TEXT    NOT NULL,
+	state        TEXT    NOT NULL,
+	payload_hash TEXT    NOT NULL,
+	owner        TEXT    NOT NULL DEFAULT '',
+	lease_until  INTEGER NOT NULL DEFAULT 0,
+	received_at  INTEGER NOT NULL,
+	completed_at INTEGER NOT NULL DEFAULT 0,
+	expires_at   INTEGER NOT NULL,
+	hits         INTEGER NOT NULL DEFAULT 0,
+	takeovers    INTEGER NOT NULL DEFAULT 0,
+	status       INTEGER NOT NULL DEFAULT 0,
+	headers      BLOB,
+	body         BLOB,
+	truncated    INTEGER NOT NULL DEFAULT 0,
+	request_body BLOB,
+	PRIMARY KEY (sender, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_received ON records (received_at);
+CREATE INDEX IF NOT EXISTS records_expires ON records (expires_at);
+CREATE TABLE IF NOT EXISTS conflicts (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	sender        TEXT    NOT NULL,
+	key           TEXT    NOT NULL,
+	stored_hash   TEXT    NOT NULL,
+	received_hash TEXT    NOT NULL,
+	received_at   INTEGER NOT NULL,
+	changed_paths TEXT    NOT NULL DEFAULT '',
+	expires_at    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conflicts_sender ON conflicts (sender, id);
+CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
+`
+
+// Store is a dedupe.Store in one SQLite file.
+type Store struct {
+	w, r *sql.DB // w: the single writer connection; r: readers
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) and migrates the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty path")
+	}
+	dsn := func(extra string) string {
+		q := url.Values{}
+		for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+			q.Add("_pragma", p)
+		}
+		if extra != "" {
+			q.Add("_pragma", extra)
+		}
+		q.Set("_txlock", "immediate")
+		return "file:" + path + "?" + q.Encode()
+	}
+	w, err := sql.Open("sqlite", dsn(""))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("migrate sqlite %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn("query_only(ON)"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	return &Store{w: w, r: r}, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("database schema version %d is newer than this binary's %d", v, schemaVersion)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close closes both pools; safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+// unavailable wraps a driver error so callers can tell "store down" apart.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, dedupe.ErrUnavailable, err)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+const recordCols = `sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
+	expires_at, hits, takeovers, status, headers, body, truncated, request_body`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(row scanner) (dedupe.Record, error) {
+	var (
+		rec                                         dedupe.Record
+		state                                       string
+		lease, received, completed, expires, status int64
+		headers, body, reqBody                      []byte
+		truncated                                   bool
+	)
+	err := row.Scan(&rec.Sender, &rec.Key, &state, &rec.PayloadHash, &rec.Owner, &lease, &received, &completed,
+		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody)
+	if err != nil {
+		return rec, err
+	}
+	rec.State = dedupe.State(state)
+	rec.LeaseUntil, rec.ReceivedAt, rec.CompletedAt, rec.ExpiresAt = fromMS(lease), fromMS(received), fromMS(completed), fromMS(expires)
+	rec.RequestBody = reqBody
+	if rec.State == dedupe.StateDone {
+		h := http.Header{}
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &h); err != nil {
+				return rec, fmt.Errorf("decode stored headers: %w", err)
+			}
+		}
+		if body == nil {
+			body = []byte{}
+		}
+		rec.Response = &dedupe.Response{Status: int(status), Header: h, Body: body, Truncated: truncated}
+	}
+	return rec, nil
+}
+
+// Claim implements dedupe.Store.
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	op := "claim " + req.Sender + "/" + req.Key
+	// Fast path, no write lock: a done record with the same hash is a
+	// duplicate, and it can only stop being one by expiring or being purged,
+	// which the read also sees. This keeps replays off the single writer.
+	rec, err := scanRecord(s.r.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return dedupe.ClaimResult{}, unavailable(op, err)
+	case rec.State == dedupe.StateDone && rec.PayloadHash == req.PayloadHash && time.Now().Before(rec.ExpiresAt):
+		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
+	}
+
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return dedupe.ClaimResult{}, unavailable(op, err)
+	}
+	defer tx.Rollback()
+	now := time.Now()
+	rec, err = scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dedupe.ClaimResult{}, unavailable(op, err)
+	}
+	var outcome dedupe.Outcome
+	switch {
+	case !found || !now.Before(rec.ExpiresAt):
+		outcome = dedupe.Claimed
+		rec = dedupe.Record{
+			Sender: req.Sender, Key: req.Key, State: dedupe.StateProcessing, PayloadHash: req.PayloadHash,
+			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), ReceivedAt: now, ExpiresAt: now.Add(req.TTL),
+			RequestBody: req.RequestBody,
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO records
+			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt), rec.RequestBody)
+	case rec.PayloadHash != req.PayloadHash:
+		return dedupe.ClaimResult{Outcome: dedupe.Conflicting, Record: rec}, nil
+	case rec.State == dedupe.StateDone:
+		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
+	case rec.State == dedupe.StateUnknown:
+		return dedupe.ClaimResult{Outcome: dedupe.Held, Record: rec}, nil
+	case now.Before(rec.LeaseUntil):
+		return dedupe.ClaimResult{Outcome: dedupe.InProgress, Record: rec}, nil
+	default:
+		outcome = dedupe.TakenOver
+		rec.Owner, rec.LeaseUntil = req.Owner, now.Add(req.Lease)
+		rec.Takeovers++
+		_, err = tx.ExecContext(ctx, `UPDATE records SET owner = ?, lease_until = ?, takeovers = takeovers + 1
+			WHERE sender = ? AND key = ?`, rec.Owner, ms(rec.LeaseUntil), req.Sender, req.Key)
+	}
+	if err != nil {
+		return dedupe.ClaimResult{}, unavailable(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return dedupe.ClaimResult{}, unavailable(op, err)
+	}
+	return dedupe.ClaimResult{Outcome: outcome, Record: rec}, nil
+}
+
+// fenced runs one write that must touch exactly the owner's processing claim.
+func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error {
+	res, err := s.w.ExecContext(ctx, query, args...)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+const ownerClause = ` WHERE sender = ? AND key = ? AND owner = ? AND state = 'processing'`
+
+// Complete implements dedupe.Store.
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+	headers, err := json.Marshal(resp.Header)
+	if err != nil {
+		return fmt.Errorf("complete %s/%s: encode headers: %w", sender, key, err)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return s.fenced(ctx, "complete "+sender+"/"+key,
+		`UPDATE records SET state = 'done', owner = '', lease_until = 0, completed_at = ?,
+			status = ?, headers = ?, body = ?, truncated = ?`+ownerClause,
+		ms(time.Now()), resp.Status, headers, body, resp.Truncated, sender, key, owner)
+}
+
+// Release implements dedupe.Store.
+func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
+	return s.fenced(ctx, "release "+sender+"/"+key, `DELETE FROM records`+ownerClause, sender, key, owner)
+}
+
+// Hold implements dedupe.Store.
+func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
+	return s.fenced(ctx, "hold "+sender+"/"+key,
+		`UPDATE records SET state = 'unknown', owner = '', lease_until = 0`+ownerClause, sender, key, owner)
+}
+
+// Renew implements dedupe.Store.
+func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	return s.fenced(ctx, "renew "+sender+"/"+key,
+		`UPDATE records SET lease_until = ?`+ownerClause, ms(time.Now().Add(lease)), sender, key, owner)
+}
+
+// RecordConflict implements dedupe.Store.
+func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO conflicts
+		(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
+	if err != nil {
+		return unavailable("record conflict "+c.Sender+"/"+c.Key, err)
+	}
+	return nil
+}
+
+// AddHits implements dedupe.Store.
+func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable("add hits", err)
+	}
+	defer tx.Rollback()
+	for _, h := range hits {
+		if _, err := tx.ExecContext(ctx, `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`, h.N, h.Sender, h.Key); err != nil {
+			return unavailable("add hits", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable("add hits", err)
+	}
+	return nil
+}
+
+// Get implements dedupe.Store.
+func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
+	rec, err := scanRecord(s.r.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, sender, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, fmt.Errorf("get %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return rec, unavailable("get "+sender+"/"+key, err)
+	}
+	return rec, nil
+}
+
+func limit(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return n
+}
+
+// List implements dedupe.Store.
+func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
+	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)
+		ORDER BY received_at DESC, key DESC LIMIT ?`
+	rows, err := s.r.QueryContext(ctx, q, f.Sender, f.Sender, string(f.State), string(f.State), limit(f.Limit))
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []dedupe.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list", err)
+	}
+	return out, nil
+}
+
+// Conflicts implements dedupe.Store.
+func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
+		FROM conflicts WHERE (? = '' OR sender = ?) ORDER BY id DESC LIMIT ?`, f.Sender, f.Sender, limit(f.Limit))
+	if err != nil {
+		return nil, unavailable("conflicts", err)
+	}
+	defer rows.Close()
+	var out []dedupe.Conflict
+	for rows.Next() {
+		var (
+			c                 dedupe.Conflict
+			received, expires int64
+			paths             string
+		)
+		if err := rows.Scan(&c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires); err != nil {
+			return nil, unavailable("conflicts", err)
+		}
+		c.ReceivedAt, c.ExpiresAt = fromMS(received), fromMS(expires)
+		if paths != "" {
+			c.ChangedPaths = strings.Split(paths, "\n")
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("conflicts", err)
+	}
+	return out, nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, sender, key string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE sender = ? AND key = ?`, sender, key)
+	if err != nil {
+		return unavailable("forget "+sender+"/"+key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return nil
+}
+
+// Purge implements dedupe.Store.
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	now := ms(time.Now())
+	where := `expires_at <= ?`
+	cut := now
+	if !req.ReceivedBefore.IsZero() {
+		where, cut = `received_at < ?`, ms(req.ReceivedBefore)
+	}
+	lim := req.Limit
+	if lim <= 0 {
+		lim = -1 // SQLite: no limit
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
+		WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) LIMIT ?)`, cut, now, lim)
+	if err != nil {
+		return 0, unavailable("purge", err)
+	}
+	n, _ := res.RowsAffected()
+	cwhere := `expires_at <= ?`
+	if !req.ReceivedBefore.IsZero() {
+		cwhere = `received_at < ?`
+	}
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM conflicts WHERE id IN (SELECT id FROM conflicts WHERE `+cwhere+` LIMIT ?)`, cut, lim); err != nil {
+		return int(n), unavailable("purge conflicts", err)
+	}
+	return int(n), nil
+}
+
+// Ping implements dedupe.Store: reachable and migrated.
+func (s *Store) Ping(ctx context.Context) error {
+	var v int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return unavailable("ping", err)
+	}
+	if v != schemaVersion {
+		return fmt.Errorf("ping: schema version %d, want %d: %w", v, schemaVersion, dedupe.ErrUnavailable)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/dedupetest"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+func TestConformance(t *testing.T) {
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// Two Store values on one file stand for two processes on one host (serve
+// and a CLI, or two serve processes): claims still have one winner.
+func TestConformanceTwoHandlesOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	var n int
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+	if n == 0 {
+		t.Fatal("suite opened no store")
+	}
+}
