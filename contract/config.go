@@ -1,0 +1,488 @@
+// Package contract turns the operator's config file into per-sender rules:
+// which requests are webhooks, where their event id lives, how their payload
+// is hashed and their signature checked, and what the sender expects to hear
+// back. It never touches the store or the network.
+package contract
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Built-in defaults, applied before the file's defaults section.
+const (
+	DefaultListen           = ":8080"
+	DefaultMaxBody          = 1 << 20
+	DefaultTTL              = 72 * time.Hour
+	DefaultLease            = 30 * time.Second
+	DefaultUpstreamTimeout  = 30 * time.Second
+	DefaultStoreTimeout     = 2 * time.Second
+	DefaultWaitTimeout      = 10 * time.Second
+	DefaultMaxStoredBody    = 256 << 10
+	DefaultForwardKeyHeader = "Idempotency-Key"
+	DefaultFinalStatuses    = "2xx,4xx"
+	DefaultConflictStatus   = 422
+)
+
+// Policy values: what the sender expects and how hookonce behaves for it.
+const (
+	InProgressWait   = "wait"
+	InProgressReject = "reject"
+	MissingReject    = "reject"
+	MissingPass      = "pass"
+	StoreErrReject   = "reject"
+	StoreErrForward  = "forward"
+	AmbiguousRelease = "release"
+	AmbiguousHold    = "hold"
+	ModeEnforce      = "enforce"
+	ModeShadow       = "shadow"
+	HashRaw          = "raw"
+	HashJSON         = "json"
+)
+
+// Contract is a validated config file: the listener settings and the
+// compiled sender rules, in file order. It is immutable once built, so a
+// reload swaps a whole new Contract in.
+type Contract struct {
+	File     string // where it was read from ("" for none)
+	Listen   string // "" when the file does not set it
+	Upstream string // "" when the file does not set it
+	MaxBody  int64
+	Senders  []*Sender
+	// Warnings are not errors: e.g. a ttl shorter than the preset's retry window.
+	Warnings []string
+}
+
+// Match returns the first sender whose match accepts method and path, or nil.
+func (c *Contract) Match(method, path string) *Sender {
+	for _, s := range c.Senders {
+		if s.Matches(method, path) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Sender returns the sender with the given name, or nil.
+func (c *Contract) Sender(name string) *Sender {
+	for _, s := range c.Senders {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Empty returns a contract with no senders: every request is passed through.
+func Empty() *Contract { return &Contract{MaxBody: DefaultMaxBody} }
+
+// Load reads and validates the config file at path.
+func Load(path string) (*Contract, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Msg: err.Error()}}}
+	}
+	return Parse(data, path)
+}
+
+// Problem is one thing wrong with a config file.
+type Problem struct {
+	Line   int    // 0 when unknown
+	Sender string // "" for file-level problems
+	Field  string // "" when the problem is not one field's
+	Msg    string
+}
+
+// Error lists every problem found in a config file at once.
+type Error struct {
+	File     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.File)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		if p.Sender != "" {
+			fmt.Fprintf(&b, ": sender %q", p.Sender)
+		}
+		if p.Field != "" {
+			fmt.Fprintf(&b, ": field %s", p.Field)
+		}
+		b.WriteString(": ")
+		b.WriteString(p.Msg)
+	}
+	return b.String()
+}
+
+// policyFile holds the settings a sender may inherit from defaults. Nil
+// means "not set here".
+type policyFile struct {
+	TTL              *Duration `yaml:"ttl"`
+	Lease            *Duration `yaml:"lease"`
+	UpstreamTimeout  *Duration `yaml:"upstream_timeout"`
+	StoreTimeout     *Duration `yaml:"store_timeout"`
+	MaxStoredBody    *Size     `yaml:"max_stored_body"`
+	StoreRequestBody *bool     `yaml:"store_request_body"`
+	InProgress       *string   `yaml:"in_progress"`
+	WaitTimeout      *Duration `yaml:"wait_timeout"`
+	MissingKey       *string   `yaml:"missing_key"`
+	OnStoreError     *string   `yaml:"on_store_error"`
+	ForwardKeyHeader *string   `yaml:"forward_key_header"`
+	Hash             *string   `yaml:"hash"`
+	Ignore           []string  `yaml:"ignore"`
+	Conflict         *struct {
+		Status *int    `yaml:"status"`
+		Body   *string `yaml:"body"`
+	} `yaml:"conflict"`
+	Ambiguous            *string  `yaml:"ambiguous"`
+	Mode                 *string  `yaml:"mode"`
+	Duplicate            *string  `yaml:"duplicate"`
+	FinalStatuses        *string  `yaml:"final_statuses"`
+	StripResponseHeaders []string `yaml:"strip_response_headers"`
+}
+
+type matchFile struct {
+	Method string `yaml:"method"`
+	Path   string `yaml:"path"`
+}
+
+type keyPartFile struct {
+	Header string `yaml:"header"`
+	Body   string `yaml:"body"`
+	Query  string `yaml:"query"`
+	Form   string `yaml:"form"`
+}
+
+type senderFile struct {
+	Name       string           `yaml:"name"`
+	Preset     string           `yaml:"preset"`
+	Match      matchFile        `yaml:"match"`
+	Key        []keyPartFile    `yaml:"key"`
+	Signature  *SignatureConfig `yaml:"signature"`
+	policyFile `yaml:",inline"`
+	line       int
+}
+
+type file struct {
+	Listen   string       `yaml:"listen"`
+	Upstream string       `yaml:"upstream"`
+	MaxBody  *Size        `yaml:"max_body"`
+	Defaults policyFile   `yaml:"defaults"`
+	Senders  []senderFile `yaml:"senders"`
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse validates a config file's bytes; name is used in messages.
+func Parse(data []byte, name string) (*Contract, error) {
+	e := &Error{File: name}
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, msg := range te.Errors {
+				e.Problems = append(e.Problems, yamlProblem(msg))
+			}
+		} else {
+			e.Problems = append(e.Problems, yamlProblem(err.Error()))
+		}
+		return nil, e
+	}
+	// Line numbers of senders, for the messages below.
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) == nil {
+		for i, line := range senderLines(&root) {
+			if i < len(f.Senders) {
+				f.Senders[i].line = line
+			}
+		}
+	}
+
+	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody}
+	if f.MaxBody != nil {
+		c.MaxBody = int64(*f.MaxBody)
+		if c.MaxBody <= 0 {
+			e.add(Problem{Field: "max_body", Msg: "must be positive"})
+		}
+	}
+	base := builtinSender()
+	if probs := base.apply(&f.Defaults); len(probs) > 0 {
+		for _, p := range probs {
+			p.Field = "defaults." + p.Field
+			e.add(p)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range f.Senders {
+		sf := &f.Senders[i]
+		s, probs := compileSender(sf, base)
+		label := sf.Name
+		if label == "" {
+			label = fmt.Sprintf("#%d", i+1)
+		}
+		for _, p := range probs {
+			p.Sender, p.Line = label, sf.line
+			e.add(p)
+		}
+		if sf.Name != "" && seen[sf.Name] {
+			e.add(Problem{Sender: label, Line: sf.line, Field: "name", Msg: "duplicate sender name"})
+		}
+		seen[sf.Name] = true
+		if s != nil {
+			c.Senders = append(c.Senders, s)
+			if w := s.retryWindowWarning(); w != "" {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: sender %q: %s", name, s.Name, w))
+			}
+		}
+	}
+	if len(e.Problems) > 0 {
+		return nil, e
+	}
+	return c, nil
+}
+
+func (e *Error) add(p Problem) { e.Problems = append(e.Problems, p) }
+
+func yamlProblem(msg string) Problem {
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return Problem{Line: n, Msg: m[2]}
+	}
+	return Problem{Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// senderLines finds the line of each item of the top-level senders list.
+func senderLines(root *yaml.Node) []int {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
+	}
+	m := root.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "senders" && m.Content[i+1].Kind == yaml.SequenceNode {
+			var lines []int
+			for _, item := range m.Content[i+1].Content {
+				lines = append(lines, item.Line)
+			}
+			return lines
+		}
+	}
+	return nil
+}
+
+var senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+func builtinSender() Sender {
+	final, _ := ParseStatusSet(DefaultFinalStatuses)
+	return Sender{
+		TTL: DefaultTTL, Lease: DefaultLease, UpstreamTimeout: DefaultUpstreamTimeout,
+		StoreTimeout: DefaultStoreTimeout, WaitTimeout: DefaultWaitTimeout,
+		MaxStoredBody: DefaultMaxStoredBody, InProgress: InProgressWait, MissingKey: MissingReject,
+		OnStoreError: StoreErrReject, ForwardKeyHeader: DefaultForwardKeyHeader, Hash: HashRaw,
+		ConflictStatus: DefaultConflictStatus, Ambiguous: AmbiguousRelease, Mode: ModeEnforce,
+		FinalStatuses: final,
+	}
+}
+
+func compileSender(sf *senderFile, base Sender) (*Sender, []Problem) {
+	s := base
+	s.Ignore = append([]string(nil), base.Ignore...)
+	s.StripResponseHeaders = append([]string(nil), base.StripResponseHeaders...)
+	var probs []Problem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	s.Name = sf.Name
+	switch {
+	case sf.Name == "":
+		bad("name", "required")
+	case !senderName.MatchString(sf.Name):
+		bad("name", "%q: use lowercase letters, digits, '-' and '_' (it names keys and metrics)", sf.Name)
+	}
+
+	// The preset first, so every field the sender sets overrides it.
+	sigCfg := sf.Signature
+	if sf.Preset != "" {
+		p, ok := presets[sf.Preset]
+		if !ok {
+			bad("preset", "unknown preset %q (known: %s)", sf.Preset, strings.Join(presetNames(), ", "))
+		} else {
+			s.Preset = sf.Preset
+			s.RetryWindow = p.RetryWindow
+			if len(sf.Key) == 0 {
+				s.Keys = append([]KeyPart(nil), p.Keys...)
+			}
+			sigCfg = p.Signature.merge(sf.Signature)
+		}
+	}
+
+	s.Method = strings.ToUpper(strings.TrimSpace(sf.Match.Method))
+	if s.Method == "" {
+		s.Method = "POST"
+	}
+	s.Path = sf.Match.Path
+	switch {
+	case s.Path == "":
+		bad("match.path", "required")
+	case !strings.HasPrefix(s.Path, "/"):
+		bad("match.path", "%q must start with /", s.Path)
+	case strings.Contains(strings.TrimSuffix(s.Path, "*"), "*"):
+		bad("match.path", "%q: only a trailing * is allowed", s.Path)
+	}
+
+	for i, kf := range sf.Key {
+		part, err := compileKeyPart(kf)
+		if err != nil {
+			bad(fmt.Sprintf("key[%d]", i), "%v", err)
+			continue
+		}
+		s.Keys = append(s.Keys, part)
+	}
+	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" {
+		bad("key", "required: at least one of header, body, query or form (or a preset that sets it)")
+	}
+
+	for _, p := range s.apply(&sf.policyFile) {
+		probs = append(probs, p)
+	}
+
+	if sigCfg != nil {
+		v, err := compileSignature(*sigCfg, s.Preset)
+		if err != nil {
+			bad("signature", "%v", err)
+		}
+		s.verifier = v
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return &s, nil
+}
+
+// apply overlays the set fields of pf on s and checks each one.
+func (s *Sender) apply(pf *policyFile) []Problem {
+	var probs []Problem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	dur := func(field string, dst *time.Duration, v *Duration, min time.Duration) {
+		if v == nil {
+			return
+		}
+		if time.Duration(*v) < min {
+			bad(field, "%s is too short (minimum %s)", time.Duration(*v), min)
+			return
+		}
+		*dst = time.Duration(*v)
+	}
+	dur("ttl", &s.TTL, pf.TTL, time.Second)
+	dur("lease", &s.Lease, pf.Lease, 300*time.Millisecond)
+	dur("upstream_timeout", &s.UpstreamTimeout, pf.UpstreamTimeout, 10*time.Millisecond)
+	dur("store_timeout", &s.StoreTimeout, pf.StoreTimeout, 10*time.Millisecond)
+	if pf.WaitTimeout != nil {
+		if *pf.WaitTimeout < 0 {
+			bad("wait_timeout", "must not be negative")
+		} else {
+			s.WaitTimeout = time.Duration(*pf.WaitTimeout)
+		}
+	}
+	if pf.MaxStoredBody != nil {
+		s.MaxStoredBody = int64(*pf.MaxStoredBody)
+	}
+	if pf.StoreRequestBody != nil {
+		s.StoreRequestBody = *pf.StoreRequestBody
+	}
+	enum := func(field string, dst *string, v *string, allowed ...string) {
+		if v == nil {
+			return
+		}
+		for _, a := range allowed {
+			if *v == a {
+				*dst = *v
+				return
+			}
+		}
+		bad(field, "%q: want one of %s", *v, strings.Join(allowed, ", "))
+	}
+	enum("in_progress", &s.InProgress, pf.InProgress, InProgressWait, InProgressReject)
+	enum("missing_key", &s.MissingKey, pf.MissingKey, MissingReject, MissingPass)
+	enum("on_store_error", &s.OnStoreError, pf.OnStoreError, StoreErrReject, StoreErrForward)
+	enum("ambiguous", &s.Ambiguous, pf.Ambiguous, AmbiguousRelease, AmbiguousHold)
+	enum("mode", &s.Mode, pf.Mode, ModeEnforce, ModeShadow)
+	enum("hash", &s.Hash, pf.Hash, HashRaw, HashJSON)
+	if pf.ForwardKeyHeader != nil {
+		s.ForwardKeyHeader = strings.TrimSpace(*pf.ForwardKeyHeader)
+	}
+	if pf.Ignore != nil {
+		s.Ignore = pf.Ignore
+	}
+	if pf.StripResponseHeaders != nil {
+		s.StripResponseHeaders = pf.StripResponseHeaders
+	}
+	if pf.Conflict != nil {
+		if st := pf.Conflict.Status; st != nil {
+			if *st < 400 || *st > 599 {
+				bad("conflict.status", "%d: want a 4xx or 5xx status", *st)
+			} else {
+				s.ConflictStatus = *st
+			}
+		}
+		if pf.Conflict.Body != nil {
+			s.ConflictBody = *pf.Conflict.Body
+		}
+	}
+	if d := pf.Duplicate; d != nil {
+		if *d == "replay" {
+			s.DuplicateStatus = 0
+		} else if n, err := strconv.Atoi(*d); err != nil || n < 200 || n > 599 {
+			bad("duplicate", "%q: want replay or a status such as 200", *d)
+		} else {
+			s.DuplicateStatus = n
+		}
+	}
+	if pf.FinalStatuses != nil {
+		set, err := ParseStatusSet(*pf.FinalStatuses)
+		if err != nil {
+			bad("final_statuses", "%v", err)
+		} else {
+			s.FinalStatuses = set
+		}
+	}
+	if len(s.Ignore) > 0 && s.Hash != HashJSON && pf.Ignore != nil {
+		bad("ignore", "only applies with hash: json")
+	}
+	return probs
+}
+
+func presetNames() []string {
+	var names []string
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return []string{"none in this build"}
+	}
+	return names
+}

@@ -1,0 +1,86 @@
+package contract
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Sender is one compiled sender rule. Zero values never reach callers: every
+// field is filled from the built-in defaults, the file's defaults, the
+// preset and the sender's own settings, in that order.
+type Sender struct {
+	Name   string
+	Preset string // "" when none
+	// RetryWindow is how long the preset's sender keeps retrying; 0 unknown.
+	RetryWindow time.Duration
+
+	Method string // upper case; "POST" when the file names none
+	Path   string // exact, or a prefix when it ends in *
+
+	Keys   []KeyPart // joined with ":" in order
+	Hash   string    // HashRaw or HashJSON
+	Ignore []string  // JSON paths dropped before a HashJSON hash
+
+	TTL             time.Duration
+	Lease           time.Duration // renewed every Lease/3 while the site works
+	UpstreamTimeout time.Duration
+	StoreTimeout    time.Duration
+	WaitTimeout     time.Duration // in_progress: wait gives up after it
+	MaxStoredBody   int64
+
+	StoreRequestBody bool
+	InProgress       string // InProgressWait or InProgressReject
+	MissingKey       string // MissingReject or MissingPass
+	OnStoreError     string // StoreErrReject or StoreErrForward
+	Ambiguous        string // AmbiguousRelease or AmbiguousHold
+	Mode             string // ModeEnforce or ModeShadow
+	ForwardKeyHeader string // "" disables
+
+	ConflictStatus  int
+	ConflictBody    string // "" means the built-in problem+json body
+	DuplicateStatus int    // 0 means replay the stored answer
+	FinalStatuses   StatusSet
+
+	StripResponseHeaders []string
+
+	verifier Verifier // nil when no signature is configured
+}
+
+// Matches reports whether a request with method and path is this sender's.
+func (s *Sender) Matches(method, path string) bool {
+	if s.Method != method {
+		return false
+	}
+	if p, ok := strings.CutSuffix(s.Path, "*"); ok {
+		return strings.HasPrefix(path, p)
+	}
+	return path == s.Path
+}
+
+// Final reports whether an upstream status is final for this sender.
+func (s *Sender) Final(status int) bool { return s.FinalStatuses.Final(status) }
+
+// Shadow reports whether the sender only observes (mode: shadow).
+func (s *Sender) Shadow() bool { return s.Mode == ModeShadow }
+
+// HasSignature reports whether deliveries must carry a valid signature.
+func (s *Sender) HasSignature() bool { return s.verifier != nil }
+
+// Verify checks the delivery's signature over the raw body; nil when valid
+// or when the sender has no signature configured. now judges timestamps.
+// The error says what is wrong without quoting the signature or a secret.
+func (s *Sender) Verify(h http.Header, body []byte, now time.Time) error {
+	if s.verifier == nil {
+		return nil
+	}
+	return s.verifier.Verify(h, body, now)
+}
+
+func (s *Sender) retryWindowWarning() string {
+	if s.RetryWindow > 0 && s.TTL < s.RetryWindow {
+		return "ttl " + s.TTL.String() + " is shorter than the " + s.Preset +
+			" retry window " + s.RetryWindow.String() + ": a late retry would be processed again"
+	}
+	return ""
+}
