@@ -1,0 +1,613 @@
+// Package postgres is the PostgreSQL dedupe.Store (pgx/v5, pgxpool): one
+// database shared by any number of hookonce replicas.
+//
+// Every decision about time is taken by the database clock
+// (clock_timestamp()), every claim is one statement under READ COMMITTED in
+// its own short transaction, and no transaction is ever held open across the
+// forward to the site. Writes after a claim are fenced by the owner token.
+// A store call that cannot reach the database, or does not get an answer
+// before its context ends, fails with an error wrapping
+// dedupe.ErrUnavailable; it never guesses.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var _ dedupe.Store = (*Store)(nil)
+
+// Session defaults, applied unless the DSN sets them (any runtime parameter
+// can be given as a DSN query parameter, e.g. ?lock_timeout=2s).
+var defaultRuntimeParams = map[string]string{
+	"application_name": "hookonce",
+	// A claim waits on another claimer's uncommitted insert only for the
+	// length of one statement; anything longer is a stuck lock.
+	"lock_timeout": "5s",
+	// No transaction here stays open; if one ever does (a client that
+	// vanished mid-transaction), the server ends it.
+	"idle_in_transaction_session_timeout": "15s",
+	// A server-side backstop only: the real bound is the caller's context,
+	// which also works when the server is frozen or the network is cut.
+	"statement_timeout": "30s",
+	// Server-side keepalives, so that backends of dead clients go away.
+	"tcp_keepalives_idle":     "30",
+	"tcp_keepalives_interval": "10",
+	"tcp_keepalives_count":    "3",
+}
+
+const (
+	// defaultConnectTimeout bounds a connection attempt that pgxpool makes
+	// in the background (it outlives the caller's context) when the DSN sets
+	// no connect_timeout.
+	defaultConnectTimeout = 5 * time.Second
+	// defaultListLimit is ListFilter.Limit 0.
+	defaultListLimit = 100
+	// purgeBatch bounds one DELETE when PurgeRequest.Limit is 0.
+	purgeBatch = 1000
+	// claimAttempts bounds the claim loop when rows vanish or change between
+	// the claim statement and the follow-up read.
+	claimAttempts = 5
+)
+
+// Store is a dedupe.Store on PostgreSQL.
+type Store struct {
+	pool      *pgxpool.Pool
+	closeOnce sync.Once
+}
+
+// New opens the store and applies pending migrations (see Migrate).
+func New(ctx context.Context, dsn string) (*Store, error) {
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open opens the store without migrating (for read-only tools). It does not
+// wait for the database: connections are made on first use.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Config parses a postgres:// or postgresql:// DSN into a pool configuration
+// with hookonce's defaults for whatever the DSN leaves unset.
+func Config(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's parse errors may quote the DSN, password included.
+		return nil, errors.New("postgres: invalid DSN (expected postgres://user:password@host:port/db?…)")
+	}
+	cc := cfg.ConnConfig
+	for k, v := range defaultRuntimeParams {
+		if _, ok := cc.RuntimeParams[k]; !ok {
+			cc.RuntimeParams[k] = v
+		}
+	}
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = defaultConnectTimeout
+	}
+	dialer := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3,
+	}}
+	cc.DialFunc = dialer.DialContext
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = int32(max(8, 4*runtime.NumCPU()))
+	}
+	return cfg, nil
+}
+
+// Close closes the pool; safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}
+
+// Pool exposes the connection pool (for tests and tools).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// fail translates a driver error into the store's error: connection
+// failures, timeouts and cancellations wrap dedupe.ErrUnavailable.
+func fail(op string, err error) error {
+	if isUnavailable(err) {
+		return fmt.Errorf("postgres %s: %w: %w", op, dedupe.ErrUnavailable, err)
+	}
+	return fmt.Errorf("postgres %s: %w", op, err)
+}
+
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		// Not an answer from the server: dial errors, EOF, resets, timeouts,
+		// a closed pool. Nothing is known to have been written.
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", // connection exception
+		"53", // insufficient resources (too many connections, disk full)
+		"57": // operator intervention: query_canceled, admin_shutdown, cannot_connect_now
+		return true
+	}
+	switch pgErr.Code {
+	case "55P03", // lock_not_available (lock_timeout)
+		"25P03",          // idle_in_transaction_session_timeout
+		"40001", "40P01": // serialization failure, deadlock: transient
+		return true
+	}
+	return false
+}
+
+// Column list shared by every read of a record.
+const recordCols = `sender, key, state, payload_hash, COALESCE(owner, ''), lease_until,
+	received_at, completed_at, expires_at, hits, takeovers,
+	resp_status, resp_headers, resp_body, resp_truncated, request_body`
+
+// scanRecord scans recordCols, after the extra destinations given first.
+func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
+	var (
+		r                  dedupe.Record
+		state              string
+		lease, completed   *time.Time
+		status             *int32
+		headers, body, req []byte
+		truncated          bool
+	)
+	dest := append(extra, &r.Sender, &r.Key, &state, &r.PayloadHash, &r.Owner, &lease,
+		&r.ReceivedAt, &completed, &r.ExpiresAt, &r.Hits, &r.Takeovers,
+		&status, &headers, &body, &truncated, &req)
+	if err := row.Scan(dest...); err != nil {
+		return dedupe.Record{}, err
+	}
+	r.State = dedupe.State(state)
+	if lease != nil {
+		r.LeaseUntil = *lease
+	}
+	if completed != nil {
+		r.CompletedAt = *completed
+	}
+	r.RequestBody = req
+	if status != nil {
+		resp := &dedupe.Response{Status: int(*status), Body: body, Truncated: truncated}
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+				return dedupe.Record{}, fmt.Errorf("decode stored headers: %w", err)
+			}
+		}
+		r.Response = resp
+	}
+	return r, nil
+}
+
+// micros passes a duration to SQL as `$n::bigint * interval '1 microsecond'`.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// The conditions under which a stored row gives way to a claim, judged at
+// time T: the record is past its ttl (and no live lease protects it), or it
+// is processing under an expired lease with the same payload hash.
+func freshCond(r, t string) string {
+	return fmt.Sprintf("(%[1]s.expires_at <= %[2]s AND NOT (%[1]s.state = 'processing' AND %[1]s.lease_until > %[2]s))", r, t)
+}
+
+func takeoverCond(r, t, hash string) string {
+	return fmt.Sprintf("(%[1]s.state = 'processing' AND %[1]s.lease_until <= %[2]s AND %[1]s.payload_hash = %[3]s)", r, t, hash)
+}
+
+// claimSQL is the whole claim in one statement. cur reads the row (no write,
+// no lock: a duplicate, conflict, in-progress or held delivery costs one
+// primary-key read); only when there is no row, or one that may be claimed,
+// does ins run: an INSERT whose ON CONFLICT … DO UPDATE re-decides on the
+// latest committed row version under its row lock, so that of any number of
+// concurrent claimers exactly one wins a free key or an expired lease.
+// EXCLUDED.received_at is the database clock at the insert.
+//
+// It returns one row (mine=true: the claim is ours; mine=false: the stored
+// row, which did not give way) or none (the row changed between the
+// snapshot and the insert; read it again).
+var claimSQL = `
+WITH cur AS (
+	SELECT r.*, (` + freshCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `) AS claimable
+	FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
+	WHERE r.sender = $1::text AND r.key = $2::text
+), ins AS (
+	INSERT INTO hookonce_records AS r
+		(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
+	SELECT $1::text, $2::text, 'processing', $3::text, $4::text,
+		n.t + $5::bigint * interval '1 microsecond', n.t,
+		n.t + $6::bigint * interval '1 microsecond', $7::bytea
+	FROM (SELECT clock_timestamp() AS t) n
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.claimable)
+	ON CONFLICT (sender, key) DO UPDATE SET
+		state = 'processing',
+		owner = EXCLUDED.owner,
+		lease_until = EXCLUDED.lease_until,
+		payload_hash = EXCLUDED.payload_hash,
+		received_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.received_at ELSE r.received_at END,
+		expires_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.expires_at ELSE r.expires_at END,
+		completed_at = NULL,
+		hits = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.hits END,
+		takeovers = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.takeovers + 1 END,
+		resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
+		request_body = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END
+	WHERE ` + freshCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
+	RETURNING ` + recordCols + `
+)
+SELECT true, * FROM ins
+UNION ALL
+SELECT false, ` + recordCols + ` FROM cur WHERE NOT cur.claimable`
+
+// rereadSQL is the follow-up read when the claim statement returned nothing.
+var rereadSQL = `
+SELECT (` + freshCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
+FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
+WHERE r.sender = $1::text AND r.key = $2::text`
+
+// Claim implements dedupe.Store.
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	op := "claim " + req.Sender + "/" + req.Key
+	for range claimAttempts {
+		var mine bool
+		rec, err := scanRecord(s.pool.QueryRow(ctx, claimSQL, req.Sender, req.Key, req.PayloadHash,
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody), &mine)
+		switch {
+		case err == nil && mine:
+			return ownClaim(rec), nil
+		case err == nil:
+			return dedupe.ClaimResult{Outcome: classify(rec, req.PayloadHash), Record: rec}, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, op, req, err)
+		}
+		// The row changed between the snapshot and the insert: read it in a
+		// new statement.
+		var claimable bool
+		rec, err = scanRecord(s.pool.QueryRow(ctx, rereadSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // released in between: try again
+		case err != nil:
+			return dedupe.ClaimResult{}, fail(op, err)
+		case claimable:
+			continue // expired in between: try again
+		}
+		return dedupe.ClaimResult{Outcome: classify(rec, req.PayloadHash), Record: rec}, nil
+	}
+	return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w: the record kept changing under %d attempts", op, dedupe.ErrUnavailable, claimAttempts)
+}
+
+func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
+	if rec.Takeovers > 0 {
+		return dedupe.ClaimResult{Outcome: dedupe.TakenOver, Record: rec}
+	}
+	return dedupe.ClaimResult{Outcome: dedupe.Claimed, Record: rec}
+}
+
+// ambiguousClaim handles an error from the claim statement. When the
+// connection broke after the statement was sent, the claim may have been
+// committed under our owner token; if the context still allows a read, look,
+// so that a claim we own is not left to block its key until the lease ends.
+// Either way the answer is an error or our own claim, never a guess.
+func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimRequest, err error) error {
+	if ctx.Err() != nil || !isUnavailable(err) {
+		return fail(op, err)
+	}
+	rec, rerr := s.Get(ctx, req.Sender, req.Key)
+	if rerr == nil && rec.State == dedupe.StateProcessing && rec.Owner == req.Owner {
+		// Reported as unavailable all the same: the caller's claim is not
+		// lost, it frees after its lease.
+		return fmt.Errorf("postgres %s: %w: %w (the claim was stored; it frees after its lease)", op, dedupe.ErrUnavailable, err)
+	}
+	return fail(op, err)
+}
+
+// classify tells what a stored row that did not give way means for a
+// delivery with payload hash hash.
+func classify(rec dedupe.Record, hash string) dedupe.Outcome {
+	switch {
+	case rec.PayloadHash != hash:
+		return dedupe.Conflicting
+	case rec.State == dedupe.StateDone:
+		return dedupe.Duplicate
+	case rec.State == dedupe.StateUnknown:
+		return dedupe.Held
+	default:
+		return dedupe.InProgress
+	}
+}
+
+// fenced runs a write that applies only while owner holds the processing
+// claim; zero rows means someone else does (or nobody): ErrNotOwner.
+func (s *Store) fenced(ctx context.Context, op, sender, key, query string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, query, args...)
+	if err != nil {
+		return fail(op+" "+sender+"/"+key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres %s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+const ownerWhere = ` WHERE sender = $1 AND key = $2 AND owner = $3 AND state = 'processing'`
+
+// Complete implements dedupe.Store.
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+	var headers []byte
+	if len(resp.Header) > 0 {
+		var err error
+		if headers, err = json.Marshal(resp.Header); err != nil {
+			return fmt.Errorf("postgres complete %s/%s: encode headers: %w", sender, key, err)
+		}
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return s.fenced(ctx, "complete", sender, key, `
+		UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
+			completed_at = clock_timestamp(), resp_status = $4, resp_headers = $5::jsonb,
+			resp_body = $6, resp_truncated = $7`+ownerWhere,
+		sender, key, owner, int32(resp.Status), headers, body, resp.Truncated)
+}
+
+// Release implements dedupe.Store.
+func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
+	return s.fenced(ctx, "release", sender, key, `DELETE FROM hookonce_records`+ownerWhere, sender, key, owner)
+}
+
+// Hold implements dedupe.Store.
+func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
+	return s.fenced(ctx, "hold", sender, key,
+		`UPDATE hookonce_records SET state = 'unknown', owner = NULL, lease_until = NULL`+ownerWhere,
+		sender, key, owner)
+}
+
+// Renew implements dedupe.Store.
+func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	return s.fenced(ctx, "renew", sender, key,
+		`UPDATE hookonce_records SET lease_until = clock_timestamp() + $4::bigint * interval '1 microsecond'`+ownerWhere,
+		sender, key, owner, micros(lease))
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// RecordConflict implements dedupe.Store. A zero ReceivedAt means now; a
+// zero ExpiresAt means 72h after it.
+func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at)
+		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours')
+		FROM (SELECT COALESCE($5::timestamptz, clock_timestamp()) AS t) n`,
+		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, optTime(c.ReceivedAt), c.ChangedPaths, optTime(c.ExpiresAt))
+	if err != nil {
+		return fail("record conflict "+c.Sender+"/"+c.Key, err)
+	}
+	return nil
+}
+
+// AddHits implements dedupe.Store: the whole batch is one statement. Rows are
+// locked in key order so that two replicas flushing overlapping batches
+// cannot deadlock.
+func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	senders := make([]string, len(hits))
+	keys := make([]string, len(hits))
+	ns := make([]int64, len(hits))
+	for i, h := range hits {
+		senders[i], keys[i], ns[i] = h.Sender, h.Key, h.N
+	}
+	_, err := s.pool.Exec(ctx, `
+		WITH h AS (
+			SELECT s, k, sum(n)::bigint AS n
+			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, k, n)
+			GROUP BY s, k
+		), l AS (
+			SELECT r.sender, r.key, h.n FROM hookonce_records r
+			JOIN h ON r.sender = h.s AND r.key = h.k
+			ORDER BY r.sender, r.key
+			FOR UPDATE OF r
+		)
+		UPDATE hookonce_records r SET hits = r.hits + l.n
+		FROM l WHERE r.sender = l.sender AND r.key = l.key`,
+		senders, keys, ns)
+	if err != nil {
+		return fail(fmt.Sprintf("add hits (%d)", len(hits)), err)
+	}
+	return nil
+}
+
+// Get implements dedupe.Store.
+func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
+	rec, err := scanRecord(s.pool.QueryRow(ctx,
+		`SELECT `+recordCols+` FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedupe.Record{}, fmt.Errorf("postgres get %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return dedupe.Record{}, fail("get "+sender+"/"+key, err)
+	}
+	return rec, nil
+}
+
+func limit(n int) int {
+	if n <= 0 {
+		return defaultListLimit
+	}
+	return n
+}
+
+// List implements dedupe.Store.
+func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+recordCols+` FROM hookonce_records
+		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)
+		ORDER BY received_at DESC, key DESC LIMIT $3`,
+		f.Sender, string(f.State), limit(f.Limit))
+	if err != nil {
+		return nil, fail("list", err)
+	}
+	defer rows.Close()
+	var out []dedupe.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, fail("list", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("list", err)
+	}
+	return out, nil
+}
+
+// Conflicts implements dedupe.Store.
+func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
+		FROM hookonce_conflicts WHERE ($1 = '' OR sender = $1)
+		ORDER BY received_at DESC, id DESC LIMIT $2`,
+		f.Sender, limit(f.Limit))
+	if err != nil {
+		return nil, fail("conflicts", err)
+	}
+	defer rows.Close()
+	var out []dedupe.Conflict
+	for rows.Next() {
+		var c dedupe.Conflict
+		if err := rows.Scan(&c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &c.ReceivedAt, &c.ChangedPaths, &c.ExpiresAt); err != nil {
+			return nil, fail("conflicts", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("conflicts", err)
+	}
+	return out, nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, sender, key string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+	if err != nil {
+		return fail("forget "+sender+"/"+key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return nil
+}
+
+// Purge implements dedupe.Store. Each DELETE removes at most one batch
+// (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
+// transaction holds, and re-checks under the row lock that no live lease
+// protects the row.
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
+	recWhere, recOrder := `expires_at <= clock_timestamp()`, `expires_at`
+	confWhere, confOrder := recWhere, recOrder
+	var args []any
+	if !req.ReceivedBefore.IsZero() {
+		recWhere, recOrder = `received_at < $2`, `received_at`
+		confWhere, confOrder = recWhere, recOrder
+		args = append(args, req.ReceivedBefore)
+	}
+	recSQL := `
+		WITH v AS (
+			SELECT sender, key FROM hookonce_records
+			WHERE ` + recWhere + ` AND ` + live + `
+			ORDER BY ` + recOrder + ` LIMIT $1
+			FOR UPDATE SKIP LOCKED
+		)
+		DELETE FROM hookonce_records r USING v WHERE r.sender = v.sender AND r.key = v.key`
+	confSQL := `
+		DELETE FROM hookonce_conflicts WHERE id IN (
+			SELECT id FROM hookonce_conflicts WHERE ` + confWhere + `
+			ORDER BY ` + confOrder + ` LIMIT $1 FOR UPDATE SKIP LOCKED)`
+
+	batch := req.Limit
+	if batch <= 0 {
+		batch = purgeBatch
+	}
+	removed := 0
+	for {
+		tag, err := s.pool.Exec(ctx, recSQL, append([]any{batch}, args...)...)
+		if err != nil {
+			return removed, fail("purge", err)
+		}
+		n := int(tag.RowsAffected())
+		removed += n
+		if req.Limit > 0 || n < batch {
+			break
+		}
+	}
+	for {
+		tag, err := s.pool.Exec(ctx, confSQL, append([]any{batch}, args...)...)
+		if err != nil {
+			return removed, fail("purge conflicts", err)
+		}
+		if req.Limit > 0 || int(tag.RowsAffected()) < batch {
+			break
+		}
+	}
+	return removed, nil
+}
+
+// Ping implements dedupe.Store: the database answers and the schema is at
+// the version this binary expects.
+func (s *Store) Ping(ctx context.Context) error {
+	var v *int32
+	err := s.pool.QueryRow(ctx, `SELECT max(version) FROM hookonce_schema_migrations`).Scan(&v)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return errors.New("postgres ping: schema not migrated (run hookonce migrate)")
+		}
+		return fail("ping", err)
+	}
+	want := latestVersion()
+	if v == nil || int(*v) < want {
+		return fmt.Errorf("postgres ping: schema at version %v, want %d (run hookonce migrate)", derefOr(v), want)
+	}
+	return nil
+}
+
+func derefOr(v *int32) int32 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}

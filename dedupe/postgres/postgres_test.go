@@ -1,0 +1,101 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/dedupetest"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustNew opens a migrated store on dsn, closed when the test ends.
+func mustNew(t testing.TB, dsn string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(ctxFor(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatalf("postgres.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}
+
+// Two stores (two pools, as two replicas would have) on one database.
+func TestConformanceTwoPools(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	a := mustNew(t, dsn)
+	b := mustNew(t, dsn)
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return twoPools{a: a, b: b} })
+}
+
+// twoPools sends each call to one of two stores in turn, so that every
+// sequence of the conformance suite crosses replicas.
+type twoPools struct {
+	a, b *postgres.Store
+}
+
+var flip struct {
+	sync.Mutex
+	n int
+}
+
+func (p twoPools) pick() dedupe.Store {
+	flip.Lock()
+	defer flip.Unlock()
+	flip.n++
+	if flip.n%2 == 0 {
+		return p.a
+	}
+	return p.b
+}
+
+func (p twoPools) Claim(ctx context.Context, r dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	return p.pick().Claim(ctx, r)
+}
+func (p twoPools) Complete(ctx context.Context, s, k, o string, r dedupe.Response) error {
+	return p.pick().Complete(ctx, s, k, o, r)
+}
+func (p twoPools) Release(ctx context.Context, s, k, o string) error {
+	return p.pick().Release(ctx, s, k, o)
+}
+func (p twoPools) Hold(ctx context.Context, s, k, o string) error { return p.pick().Hold(ctx, s, k, o) }
+func (p twoPools) Renew(ctx context.Context, s, k, o string, l time.Duration) error {
+	return p.pick().Renew(ctx, s, k, o, l)
+}
+func (p twoPools) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
+	return p.pick().RecordConflict(ctx, c)
+}
+func (p twoPools) AddHits(ctx context.Context, h []dedupe.Hit) error { return p.pick().AddHits(ctx, h) }
+func (p twoPools) Get(ctx context.Context, s, k string) (dedupe.Record, error) {
+	return p.pick().Get(ctx, s, k)
+}
+func (p twoPools) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
+	return p.pick().List(ctx, f)
+}
+func (p twoPools) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	return p.pick().Conflicts(ctx, f)
+}
+func (p twoPools) Forget(ctx context.Context, s, k string) error { return p.pick().Forget(ctx, s, k) }
+func (p twoPools) Purge(ctx context.Context, r dedupe.PurgeRequest) (int, error) {
+	return p.pick().Purge(ctx, r)
+}
+func (p twoPools) Ping(ctx context.Context) error { return p.pick().Ping(ctx) }
+func (p twoPools) Close() error                   { return nil } // closed by the test
