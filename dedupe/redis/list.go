@@ -1,0 +1,312 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+const pageSize = 200
+
+// serverNow reads the server's clock (TIME), the one clock every decision uses.
+func (s *Store) serverNow(ctx context.Context) (time.Time, error) {
+	return s.client.Time(ctx).Result()
+}
+
+// List implements dedupe.Store. It walks the received-time index newest
+// first and drops index entries whose record Redis has expired.
+func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable("list", err)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	index := globalIndex
+	if f.Sender != "" {
+		index = senderIndex(f.Sender)
+	}
+	var out []dedupe.Record
+	for start := int64(0); len(out) < limit; {
+		members, err := s.client.ZRevRange(ctx, index, start, start+pageSize-1).Result()
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		if len(members) == 0 {
+			break
+		}
+		refs := make([]ref, len(members))
+		cmds := make([]*goredis.MapStringStringCmd, len(members))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, m := range members {
+				if f.Sender != "" {
+					refs[i] = newRef(f.Sender, m)
+				} else {
+					refs[i] = refFromMember(m)
+				}
+				cmds[i] = p.HGetAll(ctx, refs[i].record())
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		var gone []any
+		for i, c := range cmds {
+			m := c.Val()
+			if len(m) == 0 {
+				gone = append(gone, members[i])
+				continue
+			}
+			rec := recordFromMap(refs[i], m)
+			if f.State != "" && rec.State != f.State {
+				continue
+			}
+			if len(out) < limit {
+				out = append(out, rec)
+			}
+		}
+		start += int64(len(members))
+		if len(gone) > 0 {
+			// Lazy pruning of this index only: the expiry index stays, so
+			// Purge still counts the records Redis expired.
+			if err := s.client.ZRem(ctx, index, gone...).Err(); err != nil {
+				return nil, unavailable("list", err)
+			}
+			start -= int64(len(gone))
+		}
+		if len(members) < pageSize {
+			break
+		}
+	}
+	return out, nil
+}
+
+// RecordConflict implements dedupe.Store.
+func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("record conflict", err)
+	}
+	if c.ReceivedAt.IsZero() {
+		now, err := s.serverNow(ctx)
+		if err != nil {
+			return unavailable("record conflict", err)
+		}
+		c.ReceivedAt = now
+	}
+	if c.ExpiresAt.IsZero() {
+		c.ExpiresAt = c.ReceivedAt.Add(DefaultTTL)
+	}
+	paths := ""
+	if len(c.ChangedPaths) > 0 {
+		b, err := json.Marshal(c.ChangedPaths)
+		if err != nil {
+			return fmt.Errorf("record conflict %s/%s: %w", c.Sender, c.Key, err)
+		}
+		paths = string(b)
+	}
+	keys := []string{conflictStream(c.Sender), sendersSet}
+	if s.cluster {
+		keys = keys[:1]
+	}
+	err := conflictScript.Run(ctx, s.client, keys, c.Sender, ConflictStreamLen, c.ExpiresAt.UnixMilli(),
+		"k", c.Key, "sh", c.StoredHash, "rh", c.ReceivedHash,
+		"ra", c.ReceivedAt.UnixMilli(), "ea", c.ExpiresAt.UnixMilli(), "cp", paths).Err()
+	if err == nil && s.cluster {
+		err = s.client.SAdd(ctx, sendersSet, c.Sender).Err()
+	}
+	if err != nil {
+		return unavailable(fmt.Sprintf("record conflict %s/%s", c.Sender, c.Key), err)
+	}
+	return nil
+}
+
+type streamConflict struct {
+	id  [2]uint64 // stream id: ms, seq
+	c   dedupe.Conflict
+	exp bool
+}
+
+func parseStreamID(id string) [2]uint64 {
+	a, b, _ := strings.Cut(id, "-")
+	x, _ := strconv.ParseUint(a, 10, 64)
+	y, _ := strconv.ParseUint(b, 10, 64)
+	return [2]uint64{x, y}
+}
+
+func conflictFromEntry(sender string, m goredis.XMessage, now time.Time) streamConflict {
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	c := dedupe.Conflict{
+		Sender: sender, Key: str("k"), StoredHash: str("sh"), ReceivedHash: str("rh"),
+		ReceivedAt: msTime(str("ra")), ExpiresAt: msTime(str("ea")),
+	}
+	if p := str("cp"); p != "" {
+		_ = json.Unmarshal([]byte(p), &c.ChangedPaths) // written by RecordConflict
+	}
+	return streamConflict{id: parseStreamID(m.ID), c: c, exp: !c.ExpiresAt.IsZero() && !c.ExpiresAt.After(now)}
+}
+
+// Conflicts implements dedupe.Store: newest first (stream order), across
+// every known sender when f.Sender is empty; expired conflicts are skipped.
+func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable("conflicts", err)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return nil, unavailable("conflicts", err)
+	}
+	senders := []string{f.Sender}
+	if f.Sender == "" {
+		if senders, err = s.client.SMembers(ctx, sendersSet).Result(); err != nil {
+			return nil, unavailable("conflicts", err)
+		}
+	}
+	var all []streamConflict
+	for _, sender := range senders {
+		got, err := s.newestConflicts(ctx, sender, limit, now)
+		if err != nil {
+			return nil, unavailable("conflicts", err)
+		}
+		all = append(all, got...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i].id, all[j].id
+		return a[0] > b[0] || a[0] == b[0] && a[1] > b[1]
+	})
+	out := make([]dedupe.Conflict, 0, min(limit, len(all)))
+	for _, sc := range all {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, sc.c)
+	}
+	return out, nil
+}
+
+// newestConflicts reads up to limit live conflicts of one sender, newest first.
+func (s *Store) newestConflicts(ctx context.Context, sender string, limit int, now time.Time) ([]streamConflict, error) {
+	var out []streamConflict
+	end := "+"
+	for len(out) < limit {
+		msgs, err := s.client.XRevRangeN(ctx, conflictStream(sender), end, "-", int64(pageSize)).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if sc := conflictFromEntry(sender, m, now); !sc.exp && len(out) < limit {
+				out = append(out, sc)
+			}
+		}
+		if len(msgs) < pageSize {
+			break
+		}
+		end = "(" + msgs[len(msgs)-1].ID
+	}
+	return out, nil
+}
+
+// Purge implements dedupe.Store. Without ReceivedBefore it removes the index
+// entries of records Redis has already expired (the records themselves go by
+// their Redis expiry) and any record still present past its ttl without a
+// live lease, and counts both; with ReceivedBefore it removes records received
+// before it. A live lease is never touched. Conflicts past their expiry (or
+// received before the cut) are removed too, oldest first, per sender.
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, unavailable("purge", err)
+	}
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return 0, unavailable("purge", err)
+	}
+	index, mode, max, arg := expiryIndex, "expired", fmt.Sprint(now.UnixMilli()), any("")
+	if !req.ReceivedBefore.IsZero() {
+		cut := req.ReceivedBefore.UnixMilli()
+		index, mode, max, arg = globalIndex, "before", "("+fmt.Sprint(cut), cut
+	}
+	removed := 0
+	var offset int64
+	for req.Limit <= 0 || removed < req.Limit {
+		members, err := s.client.ZRangeByScore(ctx, index, &goredis.ZRangeBy{
+			Min: "-inf", Max: max, Offset: offset, Count: pageSize,
+		}).Result()
+		if err != nil {
+			return removed, unavailable("purge", err)
+		}
+		for _, m := range members {
+			if req.Limit > 0 && removed >= req.Limit {
+				break
+			}
+			res, err := s.remove(ctx, refFromMember(m), mode, arg)
+			if err != nil {
+				return removed, unavailable("purge", err)
+			}
+			if res == "kept" {
+				offset++ // a live lease (or not yet due) stays in the index
+				continue
+			}
+			removed++
+		}
+		if len(members) < pageSize {
+			break
+		}
+	}
+	if err := s.purgeConflicts(ctx, now, req.ReceivedBefore); err != nil {
+		return removed, unavailable("purge conflicts", err)
+	}
+	return removed, nil
+}
+
+// purgeConflicts deletes each sender's conflicts from the oldest on while
+// they are expired (or received before cut), stopping at the first to keep:
+// streams are in arrival order, so that is where the removable prefix ends.
+func (s *Store) purgeConflicts(ctx context.Context, now, cut time.Time) error {
+	senders, err := s.client.SMembers(ctx, sendersSet).Result()
+	if err != nil {
+		return err
+	}
+	for _, sender := range senders {
+		stream := conflictStream(sender)
+		start := "-"
+		for {
+			msgs, err := s.client.XRangeN(ctx, stream, start, "+", int64(pageSize)).Result()
+			if err != nil {
+				return err
+			}
+			var ids []string
+			stop := false
+			for _, m := range msgs {
+				sc := conflictFromEntry(sender, m, now)
+				if !sc.exp && (cut.IsZero() || !sc.c.ReceivedAt.Before(cut)) {
+					stop = true
+					break
+				}
+				ids = append(ids, m.ID)
+			}
+			if len(ids) > 0 {
+				if err := s.client.XDel(ctx, stream, ids...).Err(); err != nil {
+					return err
+				}
+			}
+			if stop || len(msgs) < pageSize {
+				break
+			}
+			start = "(" + msgs[len(msgs)-1].ID
+		}
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+-- Claim one delivery atomically, judging time by the server's clock.
+-- KEYS[1]  record hash
+-- KEYS[2..5] (optional, absent on Cluster) idx:{sender}, idx, exp, senders
+-- ARGV: 1 member "sender:key", 2 key, 3 sender, 4 channel,
+--       5 payload hash, 6 owner, 7 lease ms, 8 ttl ms, 9 keep request body "1"/"0", 10 request body
+-- Returns {outcome, field, value, ...} (the record after the claim).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rec = KEYS[1]
+
+local function out(outcome)
+  local r = redis.call('HGETALL', rec)
+  table.insert(r, 1, outcome)
+  return r
+end
+
+local cur = redis.call('HMGET', rec, 'st', 'h', 'o', 'lu', 'ea')
+if cur[1] then
+  local st, h, o = cur[1], cur[2], cur[3]
+  local lu, ea = tonumber(cur[4]) or 0, tonumber(cur[5]) or 0
+  local live = st == 'processing' and lu > now
+  if now < ea or live then
+    if h ~= ARGV[5] then return out('conflict') end
+    if st == 'done' then return out('duplicate') end
+    if st == 'unknown' then return out('held') end
+    -- A claim retried by the client after a lost reply finds its own owner.
+    if o == ARGV[6] then return out('claimed') end
+    if live then return out('in_progress') end
+    local newlu = now + tonumber(ARGV[7])
+    redis.call('HSET', rec, 'o', ARGV[6], 'lu', newlu)
+    redis.call('HINCRBY', rec, 'to', 1)
+    redis.call('PEXPIREAT', rec, math.max(ea, newlu))
+    return out('taken_over')
+  end
+  -- Past its ttl and no live lease: the key is new again.
+  redis.call('DEL', rec)
+end
+
+local lu, ea = now + tonumber(ARGV[7]), now + tonumber(ARGV[8])
+redis.call('HSET', rec, 'st', 'processing', 'h', ARGV[5], 'o', ARGV[6], 'lu', lu,
+  'ra', now, 'ea', ea, 'hi', 0, 'to', 0)
+if ARGV[9] == '1' then redis.call('HSET', rec, 'qb', ARGV[10]) end
+redis.call('PEXPIREAT', rec, math.max(ea, lu))
+if #KEYS > 1 then
+  redis.call('ZADD', KEYS[2], now, ARGV[2])
+  redis.call('ZADD', KEYS[3], now, ARGV[1])
+  redis.call('ZADD', KEYS[4], ea, ARGV[1])
+  redis.call('SADD', KEYS[5], ARGV[3])
+end
+return out('claimed')

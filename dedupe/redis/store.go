@@ -1,0 +1,539 @@
+// Package redis is the dedupe.Store on Redis (github.com/redis/go-redis/v9),
+// for teams that run Redis and not Postgres.
+//
+// Every decision is one Lua script on one record key, so it is atomic on the
+// server and judged by the server's clock (TIME), never the caller's. A record
+// is a hash whose Redis expiry is its ttl (or its live lease, when that runs
+// longer), so Redis forgets expired events by itself. Writes after a claim
+// (complete, hold, release, renew) check the owner token inside the script, so
+// a stale owner whose lease was taken over can never overwrite the new owner's
+// record.
+//
+// Key layout (prefix "hookonce:"; sender names are escaped so ":" and braces
+// cannot collide):
+//
+//	hookonce:{sender:key}            record hash (one Cluster slot per event)
+//	hookonce:n:{sender:key}          Pub/Sub channel announcing changes of the record
+//	hookonce:idx:{sender}            sorted set of keys by received time (List)
+//	hookonce:idx                     sorted set of "sender:key" by received time (List, Purge)
+//	hookonce:exp                     sorted set of "sender:key" by expiry time (Purge)
+//	hookonce:senders                 set of sender names (Conflicts across senders)
+//	hookonce:conflicts:{sender}      capped stream of conflicts
+//
+// On a single node or Sentinel the scripts keep the indexes in the same atomic
+// step. On Cluster the indexes live in other slots, so the scripts touch only
+// the record and the store updates the indexes right after (an index entry can
+// then be missing if the process dies in between; the record and its
+// guarantees are unaffected).
+//
+// This package never logs bodies or keys' payloads; it logs nothing at all.
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+var (
+	//go:embed lua/claim.lua
+	claimLua string
+	//go:embed lua/finish.lua
+	finishLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/remove.lua
+	removeLua string
+	//go:embed lua/hits.lua
+	hitsLua string
+	//go:embed lua/conflict.lua
+	conflictLua string
+
+	claimScript    = goredis.NewScript(claimLua)
+	finishScript   = goredis.NewScript(finishLua)
+	renewScript    = goredis.NewScript(renewLua)
+	removeScript   = goredis.NewScript(removeLua)
+	hitsScript     = goredis.NewScript(hitsLua)
+	conflictScript = goredis.NewScript(conflictLua)
+)
+
+const (
+	prefix = "hookonce:"
+	// DefaultTTL and DefaultLease apply when a ClaimRequest leaves them zero.
+	DefaultTTL   = 72 * time.Hour
+	DefaultLease = 30 * time.Second
+	// ConflictStreamLen caps each sender's conflict stream (approximately,
+	// XADD MAXLEN ~).
+	ConflictStreamLen = 10000
+	defaultLimit      = 100
+)
+
+var _ dedupe.Store = (*Store)(nil)
+var _ dedupe.Notifier = (*Store)(nil)
+
+// Store is a dedupe.Store on one Redis deployment (single node, Sentinel or
+// Cluster). It is safe for concurrent use; any number of Stores, in any
+// number of processes, may share one Redis.
+type Store struct {
+	client  goredis.UniversalClient
+	cluster bool // indexes are updated outside the scripts
+
+	notify *hub
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New connects to the Redis the URL names and checks that it answers.
+//
+//	redis://[user:pass@]host:port[/db][?options]      one server (rediss:// for TLS)
+//	unix:///path/to/redis.sock                         one server on a Unix socket
+//	redis+sentinel://host:port?master_name=NAME[&addr=host2:port2…]   Sentinel (rediss+sentinel:// for TLS)
+//	redis+cluster://host:port[?addr=host2:port2…]      Cluster (rediss+cluster:// for TLS)
+//
+// Options are go-redis's URL options (dial_timeout, read_timeout, pool_size,
+// …). Every call is bounded by its context's deadline as well.
+func New(ctx context.Context, url string) (*Store, error) {
+	client, cluster, err := newClient(url)
+	if err != nil {
+		return nil, fmt.Errorf("open redis store: %w", err)
+	}
+	s := &Store{client: client, cluster: cluster}
+	s.notify = newHub(s)
+	if err := s.Ping(ctx); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("open redis store: %w", err)
+	}
+	return s, nil
+}
+
+func newClient(url string) (goredis.UniversalClient, bool, error) {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return nil, false, fmt.Errorf("redis URL %q has no scheme", redactURL(url))
+	}
+	base, kind, _ := strings.Cut(scheme, "+")
+	if base != "redis" && base != "rediss" && base != "unix" {
+		return nil, false, fmt.Errorf("redis URL scheme %q: want redis, rediss or unix", scheme)
+	}
+	plain := base + "://" + rest
+	switch kind {
+	case "":
+		o, err := goredis.ParseURL(plain)
+		if err != nil {
+			return nil, false, fmt.Errorf("parse redis URL %q: %w", redactURL(url), err)
+		}
+		o.ContextTimeoutEnabled = true
+		return goredis.NewClient(o), false, nil
+	case "sentinel":
+		o, err := goredis.ParseFailoverURL(plain)
+		if err != nil {
+			return nil, false, fmt.Errorf("parse redis sentinel URL %q: %w", redactURL(url), err)
+		}
+		o.ContextTimeoutEnabled = true
+		return goredis.NewFailoverClient(o), false, nil
+	case "cluster":
+		o, err := goredis.ParseClusterURL(plain)
+		if err != nil {
+			return nil, false, fmt.Errorf("parse redis cluster URL %q: %w", redactURL(url), err)
+		}
+		o.ContextTimeoutEnabled = true
+		return goredis.NewClusterClient(o), true, nil
+	default:
+		return nil, false, fmt.Errorf("redis URL scheme %q: want redis, redis+sentinel or redis+cluster", scheme)
+	}
+}
+
+// redactURL drops the userinfo (a password) from a URL for messages.
+func redactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return "…"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		slash := strings.Index(rest, "/")
+		if slash < 0 || at < slash {
+			rest = "…@" + rest[at+1:]
+		}
+	}
+	return scheme + "://" + rest
+}
+
+// unavailable wraps a driver error (connection refused, timeout, cancelled
+// context, a server that is loading or read-only) as dedupe.ErrUnavailable.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redis %s: %w: %w", op, dedupe.ErrUnavailable, err)
+}
+
+func escSender(s string) string {
+	if !strings.ContainsAny(s, "%:{}") {
+		return s
+	}
+	r := strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
+	return r.Replace(s)
+}
+
+func unescSender(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	r := strings.NewReplacer("%3A", ":", "%7B", "{", "%7D", "}", "%25", "%")
+	return r.Replace(s)
+}
+
+// ref names one record and everything that indexes it.
+type ref struct {
+	sender, key string
+	member      string // escaped sender + ":" + key
+}
+
+func newRef(sender, key string) ref {
+	return ref{sender: sender, key: key, member: escSender(sender) + ":" + key}
+}
+
+func refFromMember(m string) ref {
+	es, key, _ := strings.Cut(m, ":")
+	return ref{sender: unescSender(es), key: key, member: m}
+}
+
+func (r ref) record() string  { return prefix + "{" + r.member + "}" }
+func (r ref) channel() string { return prefix + "n:{" + r.member + "}" }
+func senderIndex(sender string) string {
+	return prefix + "idx:{" + escSender(sender) + "}"
+}
+func conflictStream(sender string) string {
+	return prefix + "conflicts:{" + escSender(sender) + "}"
+}
+
+const (
+	globalIndex = prefix + "idx"
+	expiryIndex = prefix + "exp"
+	sendersSet  = prefix + "senders"
+)
+
+// keys lists the record key and, outside Cluster, the index keys n of them
+// (claim: 5, remove: 4).
+func (s *Store) keys(r ref, n int) []string {
+	all := []string{r.record(), senderIndex(r.sender), globalIndex, expiryIndex, sendersSet}
+	if s.cluster {
+		return all[:1]
+	}
+	return all[:n]
+}
+
+// args are the arguments every record script starts with.
+func (r ref) args(more ...any) []any {
+	return append([]any{r.member, r.key, r.sender, r.channel()}, more...)
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func msTime(v string) time.Time {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// Claim implements dedupe.Store.
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return dedupe.ClaimResult{}, unavailable("claim", err)
+	}
+	ttl, lease := req.TTL, req.Lease
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	keep, body := "0", ""
+	if req.RequestBody != nil {
+		keep, body = "1", string(req.RequestBody)
+	}
+	r := newRef(req.Sender, req.Key)
+	res, err := claimScript.Run(ctx, s.client, s.keys(r, 5),
+		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body)...).StringSlice()
+	if err != nil {
+		return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), err)
+	}
+	if len(res) == 0 {
+		return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: empty script reply", req.Sender, req.Key)
+	}
+	rec := decodeRecord(r, res[1:])
+	var out dedupe.Outcome
+	switch res[0] {
+	case "claimed":
+		out = dedupe.Claimed
+		if s.cluster {
+			if err := s.indexCluster(ctx, r, rec); err != nil {
+				return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("index %s/%s", req.Sender, req.Key), err)
+			}
+		}
+	case "taken_over":
+		out = dedupe.TakenOver
+	case "duplicate":
+		out = dedupe.Duplicate
+	case "conflict":
+		out = dedupe.Conflicting
+	case "in_progress":
+		out = dedupe.InProgress
+	case "held":
+		out = dedupe.Held
+	default:
+		return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: unknown outcome %q", req.Sender, req.Key, res[0])
+	}
+	return dedupe.ClaimResult{Outcome: out, Record: rec}, nil
+}
+
+// indexCluster adds a new record to the indexes, which on Cluster live in
+// other slots than the record.
+func (s *Store) indexCluster(ctx context.Context, r ref, rec dedupe.Record) error {
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.ZAdd(ctx, senderIndex(r.sender), goredis.Z{Score: float64(rec.ReceivedAt.UnixMilli()), Member: r.key})
+		p.ZAdd(ctx, globalIndex, goredis.Z{Score: float64(rec.ReceivedAt.UnixMilli()), Member: r.member})
+		p.ZAdd(ctx, expiryIndex, goredis.Z{Score: float64(rec.ExpiresAt.UnixMilli()), Member: r.member})
+		p.SAdd(ctx, sendersSet, r.sender)
+		return nil
+	})
+	return err
+}
+
+func (s *Store) unindexCluster(ctx context.Context, r ref) error {
+	if !s.cluster {
+		return nil
+	}
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.ZRem(ctx, senderIndex(r.sender), r.key)
+		p.ZRem(ctx, globalIndex, r.member)
+		p.ZRem(ctx, expiryIndex, r.member)
+		return nil
+	})
+	return err
+}
+
+// Complete implements dedupe.Store.
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+	hdr := ""
+	if len(resp.Header) > 0 {
+		b, err := json.Marshal(resp.Header)
+		if err != nil {
+			return fmt.Errorf("complete %s/%s: encode headers: %w", sender, key, err)
+		}
+		hdr = string(b)
+	}
+	trunc := "0"
+	if resp.Truncated {
+		trunc = "1"
+	}
+	return s.finish(ctx, "complete", sender, key, owner, "done", resp.Status, hdr, string(resp.Body), trunc)
+}
+
+// Hold implements dedupe.Store.
+func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
+	return s.finish(ctx, "hold", sender, key, owner, "unknown", 0, "", "", "0")
+}
+
+func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string, status int, hdr, body, trunc string) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(op, err)
+	}
+	r := newRef(sender, key)
+	n, err := finishScript.Run(ctx, s.client, s.keys(r, 1), r.args(state, owner, status, hdr, body, trunc)...).Int()
+	if err != nil {
+		return unavailable(fmt.Sprintf("%s %s/%s", op, sender, key), err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+// Renew implements dedupe.Store.
+func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("renew", err)
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	r := newRef(sender, key)
+	n, err := renewScript.Run(ctx, s.client, s.keys(r, 1), r.args(owner, ms(lease))...).Int()
+	if err != nil {
+		return unavailable(fmt.Sprintf("renew %s/%s", sender, key), err)
+	}
+	if n != 1 {
+		return fmt.Errorf("renew %s/%s: %w", sender, key, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+// remove runs the remove script; see lua/remove.lua for modes and answers.
+func (s *Store) remove(ctx context.Context, r ref, mode string, arg any) (string, error) {
+	res, err := removeScript.Run(ctx, s.client, s.keys(r, 4), r.args(mode, arg)...).Text()
+	if err != nil {
+		return "", err
+	}
+	if res == "removed" || res == "gone" && mode != "forget" {
+		if err := s.unindexCluster(ctx, r); err != nil {
+			return "", err
+		}
+	}
+	return res, nil
+}
+
+// Release implements dedupe.Store.
+func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("release", err)
+	}
+	res, err := s.remove(ctx, newRef(sender, key), "release", owner)
+	if err != nil {
+		return unavailable(fmt.Sprintf("release %s/%s", sender, key), err)
+	}
+	if res != "removed" {
+		return fmt.Errorf("release %s/%s: %w", sender, key, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, sender, key string) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("forget", err)
+	}
+	res, err := s.remove(ctx, newRef(sender, key), "forget", "")
+	if err != nil {
+		return unavailable(fmt.Sprintf("forget %s/%s", sender, key), err)
+	}
+	if res != "removed" {
+		return fmt.Errorf("forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return nil
+}
+
+// AddHits implements dedupe.Store.
+func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("add hits", err)
+	}
+	// Sum per record first: one script call per record.
+	sum := map[ref]int64{}
+	var order []ref
+	for _, h := range hits {
+		if h.N == 0 {
+			continue
+		}
+		r := newRef(h.Sender, h.Key)
+		if _, ok := sum[r]; !ok {
+			order = append(order, r)
+		}
+		sum[r] += h.N
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	// Make sure the script is cached, then send every call in one pipeline.
+	if err := hitsScript.Load(ctx, s.client).Err(); err != nil {
+		return unavailable("add hits", err)
+	}
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, r := range order {
+			hitsScript.EvalSha(ctx, p, []string{r.record()}, sum[r])
+		}
+		return nil
+	})
+	if err != nil {
+		return unavailable("add hits", err)
+	}
+	return nil
+}
+
+// Get implements dedupe.Store.
+func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return dedupe.Record{}, unavailable("get", err)
+	}
+	r := newRef(sender, key)
+	m, err := s.client.HGetAll(ctx, r.record()).Result()
+	if err != nil {
+		return dedupe.Record{}, unavailable(fmt.Sprintf("get %s/%s", sender, key), err)
+	}
+	if len(m) == 0 {
+		return dedupe.Record{}, fmt.Errorf("get %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return recordFromMap(r, m), nil
+}
+
+// Ping implements dedupe.Store. Redis needs no migration; Ping checks that
+// the server answers and runs Lua (version 7 or later: PEXPIRETIME).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close implements dedupe.Store; safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.notify.close()
+		s.closeErr = s.client.Close()
+	})
+	return s.closeErr
+}
+
+// decodeRecord reads a flat HGETALL reply (field, value, …).
+func decodeRecord(r ref, flat []string) dedupe.Record {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		m[flat[i]] = flat[i+1]
+	}
+	return recordFromMap(r, m)
+}
+
+func recordFromMap(r ref, m map[string]string) dedupe.Record {
+	rec := dedupe.Record{
+		Sender:      r.sender,
+		Key:         r.key,
+		State:       dedupe.State(m["st"]),
+		PayloadHash: m["h"],
+		Owner:       m["o"],
+		LeaseUntil:  msTime(m["lu"]),
+		ReceivedAt:  msTime(m["ra"]),
+		CompletedAt: msTime(m["ca"]),
+		ExpiresAt:   msTime(m["ea"]),
+	}
+	rec.Hits, _ = strconv.ParseInt(m["hi"], 10, 64)
+	rec.Takeovers, _ = strconv.ParseInt(m["to"], 10, 64)
+	if b, ok := m["qb"]; ok {
+		rec.RequestBody = []byte(b)
+	}
+	if rec.State == dedupe.StateDone {
+		resp := &dedupe.Response{Header: http.Header{}, Truncated: m["rt"] == "1"}
+		resp.Status, _ = strconv.Atoi(m["rs"])
+		if h := m["rh"]; h != "" {
+			_ = json.Unmarshal([]byte(h), &resp.Header) // written by Complete; never malformed
+		}
+		if b := m["rb"]; b != "" {
+			resp.Body = []byte(b)
+		}
+		rec.Response = resp
+	}
+	return rec
+}
+

@@ -1,0 +1,320 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/dedupetest"
+	"github.com/hookonce/hookonce/dedupe/redis"
+	"github.com/hookonce/hookonce/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustOpen(t *testing.T, url string) *redis.Store {
+	t.Helper()
+	s, err := redis.New(ctxT(t, 5*time.Second), url)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
+}
+
+func TestNewRejectsBadURLs(t *testing.T) {
+	tests := []struct{ name, url, want string }{
+		{"no scheme", "localhost:6379", "no scheme"},
+		{"other scheme", "postgres://localhost/db", "scheme"},
+		{"unknown variant", "redis+shard://localhost:6379", "scheme"},
+		{"unknown option", "redis://localhost:6379?bogus=1", "bogus"},
+		{"password is not echoed", "redis://u:s3cret@localhost:6379?bogus=1", "…@localhost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := redis.New(ctxT(t, time.Second), tt.url)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New(%q) err = %v, want it to mention %q", tt.url, err, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+		})
+	}
+}
+
+func claimReq(sender, key, hash, owner string, lease time.Duration) dedupe.ClaimRequest {
+	return dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: hash, Owner: owner, Lease: lease, TTL: time.Hour}
+}
+
+func mustClaim(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest, want dedupe.Outcome) dedupe.ClaimResult {
+	t.Helper()
+	got, err := s.Claim(ctxT(t, 5*time.Second), r)
+	if err != nil {
+		t.Fatalf("Claim(%s/%s by %s): %v", r.Sender, r.Key, r.Owner, err)
+	}
+	if got.Outcome != want {
+		t.Fatalf("Claim(%s/%s by %s) = %v, want %v", r.Sender, r.Key, r.Owner, got.Outcome, want)
+	}
+	return got
+}
+
+// TestStaleOwnerCannotOverwrite drives the interleaving of the issue with two
+// stores (two proxies): A claims with a short lease, the lease runs out, B
+// takes over, A finishes late and is refused, B's record stays, B completes
+// and a replay answers B's response.
+func TestStaleOwnerCannotOverwrite(t *testing.T) {
+	srv := redistest.Shared(t)
+	a, b := mustOpen(t, srv.URL()), mustOpen(t, srv.URL())
+	sender, key := fmt.Sprintf("stale-%d", time.Now().UnixNano()), "evt_1"
+
+	mustClaim(t, a, claimReq(sender, key, "h", "owner-A", 150*time.Millisecond), dedupe.Claimed)
+	time.Sleep(400 * time.Millisecond) // A's lease runs out; A is "still at the site"
+	tk := mustClaim(t, b, claimReq(sender, key, "h", "owner-B", time.Minute), dedupe.TakenOver)
+	if tk.Record.Owner != "owner-B" || tk.Record.Takeovers != 1 {
+		t.Fatalf("takeover record = owner %q takeovers %d", tk.Record.Owner, tk.Record.Takeovers)
+	}
+
+	ctx := ctxT(t, 5*time.Second)
+	respA := dedupe.Response{Status: 200, Header: http.Header{"X-By": {"A"}}, Body: []byte("A")}
+	respB := dedupe.Response{Status: 201, Header: http.Header{"X-By": {"B"}}, Body: []byte("B")}
+	steps := []struct {
+		name string
+		err  error
+	}{
+		{"A Complete", a.Complete(ctx, sender, key, "owner-A", respA)},
+		{"A Renew", a.Renew(ctx, sender, key, "owner-A", time.Minute)},
+		{"A Hold", a.Hold(ctx, sender, key, "owner-A")},
+		{"A Release", a.Release(ctx, sender, key, "owner-A")},
+	}
+	for _, st := range steps {
+		if !errors.Is(st.err, dedupe.ErrNotOwner) {
+			t.Errorf("%s after takeover: err = %v, want ErrNotOwner", st.name, st.err)
+		}
+	}
+	rec, err := b.Get(ctx, sender, key)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if rec.State != dedupe.StateProcessing || rec.Owner != "owner-B" || rec.Response != nil {
+		t.Fatalf("after A's late writes the record is %+v, want B's processing claim", rec)
+	}
+
+	if err := b.Complete(ctx, sender, key, "owner-B", respB); err != nil {
+		t.Fatalf("B Complete: %v", err)
+	}
+	if err := a.Complete(ctx, sender, key, "owner-A", respA); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("A Complete after B's: err = %v, want ErrNotOwner", err)
+	}
+	for _, s := range []dedupe.Store{a, b} {
+		dup := mustClaim(t, s, claimReq(sender, key, "h", "owner-C", time.Minute), dedupe.Duplicate)
+		got := dup.Record.Response
+		if got == nil || got.Status != 201 || string(got.Body) != "B" || got.Header.Get("X-By") != "B" {
+			t.Fatalf("replay = %+v, want B's 201 \"B\"", got)
+		}
+	}
+}
+
+// TestClaimRetryIsIdempotent: go-redis retries a command whose reply was lost;
+// the scripts recognise their own owner, so a retried claim or completion is
+// not mistaken for someone else's.
+func TestClaimRetryIsIdempotent(t *testing.T) {
+	s := mustOpen(t, redistest.Shared(t).URL())
+	sender := fmt.Sprintf("retry-%d", time.Now().UnixNano())
+	mustClaim(t, s, claimReq(sender, "k", "h", "o1", time.Minute), dedupe.Claimed)
+	mustClaim(t, s, claimReq(sender, "k", "h", "o1", time.Minute), dedupe.Claimed)
+	mustClaim(t, s, claimReq(sender, "k", "h", "o2", time.Minute), dedupe.InProgress)
+	ctx := ctxT(t, 5*time.Second)
+	for i := 0; i < 2; i++ {
+		if err := s.Complete(ctx, sender, "k", "o1", dedupe.Response{Status: 200}); err != nil {
+			t.Fatalf("Complete #%d: %v", i+1, err)
+		}
+	}
+	if err := s.Complete(ctx, sender, "k", "o2", dedupe.Response{Status: 200}); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Complete by another owner after done: err = %v, want ErrNotOwner", err)
+	}
+}
+
+// TestOutage: a stopped or frozen Redis answers ErrUnavailable within the
+// caller's deadline; once it is back, the same Store works again.
+func TestOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.URL())
+	sender := fmt.Sprintf("outage-%d", time.Now().UnixNano())
+	mustClaim(t, s, claimReq(sender, "before", "h", "o", time.Minute), dedupe.Claimed)
+
+	down := []struct {
+		name      string
+		stop, fix func(testing.TB)
+	}{
+		{"stopped", srv.Stop, srv.Start},
+		{"frozen", srv.Pause, srv.Resume},
+	}
+	for _, d := range down {
+		t.Run(d.name, func(t *testing.T) {
+			d.stop(t)
+			ops := map[string]func(ctx context.Context) error{
+				"Claim": func(ctx context.Context) error {
+					_, err := s.Claim(ctx, claimReq(sender, "during", "h", "o", time.Minute))
+					return err
+				},
+				"Complete": func(ctx context.Context) error {
+					return s.Complete(ctx, sender, "before", "o", dedupe.Response{Status: 200})
+				},
+				"Get": func(ctx context.Context) error {
+					_, err := s.Get(ctx, sender, "before")
+					return err
+				},
+				"Ping": s.Ping,
+			}
+			for op, fn := range ops {
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				err := fn(ctx)
+				cancel()
+				if !errors.Is(err, dedupe.ErrUnavailable) {
+					t.Errorf("%s with Redis %s: err = %v, want ErrUnavailable", op, d.name, err)
+				}
+			}
+			d.fix(t)
+			// The same Store recovers without a restart (pooled connections
+			// to the dead server are dropped and redialled).
+			var err error
+			for i := 0; i < 50; i++ {
+				if _, err = s.Claim(ctxT(t, time.Second), claimReq(sender, "after-"+d.name, "h", "o2", time.Minute)); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("Claim after Redis came back: %v", err)
+			}
+			mustClaim(t, s, claimReq(sender, "after-"+d.name, "h", "o3", time.Minute), dedupe.InProgress)
+		})
+	}
+}
+
+func numSub(t *testing.T, srv *redistest.Server, channel string) string {
+	t.Helper()
+	// PUBSUB NUMSUB answers *2 / $len / channel / :n; read the count with a
+	// second round trip through a tiny script to keep the harness inline.
+	return srv.Do(t, "EVAL", fmt.Sprintf("\"return redis.call('PUBSUB','NUMSUB','%s')[2]\"", channel), "0")
+}
+
+func waitNumSub(t *testing.T, srv *redistest.Server, channel, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := numSub(t, srv, channel)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUBSUB NUMSUB %s = %s, want %s", channel, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWaitChangeWakesOnComplete: waiters on one Store share one subscription;
+// another Store's Complete wakes them all.
+func TestWaitChangeWakesOnComplete(t *testing.T) {
+	srv := redistest.Shared(t)
+	holder, waiter := mustOpen(t, srv.URL()), mustOpen(t, srv.URL())
+	sender := fmt.Sprintf("wait-%d", time.Now().UnixNano())
+	channel := "hookonce:n:{" + sender + ":evt}"
+	mustClaim(t, holder, claimReq(sender, "evt", "h", "o", time.Minute), dedupe.Claimed)
+
+	const n = 5
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	ctx := ctxT(t, 30*time.Second)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- waiter.WaitChange(ctx, sender, "evt")
+		}()
+	}
+	waitNumSub(t, srv, channel, ":1") // five waiters, one subscription
+	if err := holder.Complete(ctx, sender, "evt", "o", dedupe.Response{Status: 200}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("WaitChange: %v", err)
+		}
+	}
+	waitNumSub(t, srv, channel, ":0") // the last waiter unsubscribed
+}
+
+func TestWaitChange(t *testing.T) {
+	srv := redistest.Shared(t)
+	s := mustOpen(t, srv.URL())
+	sender := fmt.Sprintf("waitcases-%d", time.Now().UnixNano())
+	mustClaim(t, s, claimReq(sender, "held", "h", "o", time.Minute), dedupe.Claimed)
+	mustClaim(t, s, claimReq(sender, "done", "h", "o", time.Minute), dedupe.Claimed)
+	if err := s.Complete(ctxT(t, 5*time.Second), sender, "done", "o", dedupe.Response{Status: 200}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	tests := []struct {
+		name    string
+		key     string
+		timeout time.Duration
+		want    error
+	}{
+		{"already done returns at once", "done", 10 * time.Second, nil},
+		{"no record returns at once", "missing", 10 * time.Second, nil},
+		{"held claim waits until ctx ends", "held", 300 * time.Millisecond, context.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.WaitChange(ctxT(t, tt.timeout), sender, tt.key)
+			if !errors.Is(err, tt.want) && err != tt.want {
+				t.Fatalf("WaitChange(%s) = %v, want %v", tt.key, err, tt.want)
+			}
+		})
+	}
+	// Forget and Release announce too.
+	for _, op := range []string{"forget", "release"} {
+		t.Run("wakes on "+op, func(t *testing.T) {
+			key := "k-" + op
+			mustClaim(t, s, claimReq(sender, key, "h", "o", time.Minute), dedupe.Claimed)
+			done := make(chan error, 1)
+			go func() { done <- s.WaitChange(ctxT(t, 30*time.Second), sender, key) }()
+			waitNumSub(t, srv, "hookonce:n:{"+sender+":"+key+"}", ":1")
+			ctx := ctxT(t, 5*time.Second)
+			var err error
+			if op == "forget" {
+				err = s.Forget(ctx, sender, key)
+			} else {
+				err = s.Release(ctx, sender, key, "o")
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", op, err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("WaitChange: %v", err)
+			}
+		})
+	}
+}
