@@ -536,4 +536,3 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 	}
 	return rec
 }
-
