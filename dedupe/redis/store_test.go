@@ -318,3 +318,44 @@ func TestWaitChange(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimAcrossRedisCrash shows what the README says about persistence: a
+// claim acknowledged just before the Redis process is killed survives the
+// restart with the append-only file on (Redis write()s it before replying, so
+// a process crash loses nothing with everysec or always; only a host crash
+// loses up to a second under everysec), and is lost without persistence, so
+// the sender's retry would run the handler a second time.
+func TestClaimAcrossRedisCrash(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want dedupe.Outcome
+	}{
+		{"appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, dedupe.InProgress},
+		{"appendfsync everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, dedupe.InProgress},
+		{"no persistence", nil, dedupe.Claimed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.Start(t, tt.args...)
+			s := mustOpen(t, srv.URL())
+			mustClaim(t, s, claimReq("crash", "evt", "h", "first", time.Minute), dedupe.Claimed)
+			srv.Stop(t) // SIGKILL right after the acknowledgement
+			srv.Start(t)
+			var got dedupe.ClaimResult
+			var err error
+			for i := 0; i < 50; i++ {
+				if got, err = s.Claim(ctxT(t, time.Second), claimReq("crash", "evt", "h", "retry", time.Minute)); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("Claim after restart: %v", err)
+			}
+			if got.Outcome != tt.want {
+				t.Fatalf("retry after the crash = %v, want %v", got.Outcome, tt.want)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ type Server struct {
 	port int
 	dir  string
 	bin  string
+	args []string // extra redis-server arguments, kept for restarts
 
 	mu   sync.Mutex    // guards cmd and done
 	cmd  *exec.Cmd     // nil while stopped
@@ -49,10 +50,13 @@ func Binary(tb testing.TB) string {
 	return bin
 }
 
-// Start runs a fresh redis-server for tb and stops it in tb's cleanup.
-func Start(tb testing.TB) *Server {
+// Start runs a fresh redis-server for tb and stops it in tb's cleanup. Extra
+// arguments are appended to the command line (and win over the defaults),
+// e.g. "--appendonly", "yes", "--appendfsync", "everysec" for a benchmark
+// with the persistence production would use.
+func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	s, err := start(Binary(tb), tb.TempDir())
+	s, err := start(Binary(tb), tb.TempDir(), extra...)
 	if err != nil {
 		tb.Fatalf("start redis-server: %v", err)
 	}
@@ -60,14 +64,14 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-func start(bin, dir string) (*Server, error) {
+func start(bin, dir string, extra ...string) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ { // a free port can be taken between probe and bind
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, bin: bin}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, bin: bin, args: extra}
 		if lastErr = s.launch(); lastErr == nil {
 			return s, nil
 		}
@@ -108,7 +112,7 @@ func (s *Server) launch() error {
 		return fmt.Errorf("redis-server on %s already running", s.Addr)
 	}
 	logPath := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -116,7 +120,8 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--logfile", logPath,
 		"--daemonize", "no",
-	)
+	}
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("exec %s: %w", s.bin, err)
@@ -160,8 +165,10 @@ func (s *Server) Stop(tb testing.TB) {
 	<-done
 }
 
-// Start runs the server again on the same port, with an empty dataset (no
-// persistence). It fails tb if the port cannot be bound again.
+// Start runs the server again on the same port and arguments: with the
+// defaults (no persistence) the dataset is empty; with --appendonly yes it is
+// what the append-only file kept. It fails tb if the port cannot be bound
+// again.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
 	var err error
