@@ -1,0 +1,245 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/internal/pgtest"
+)
+
+var ownerN atomic.Int64
+
+func newOwner() string { return fmt.Sprintf("o-%d-%d", time.Now().UnixNano(), ownerN.Add(1)) }
+
+func claimReq(key, hash string) dedupe.ClaimRequest {
+	return dedupe.ClaimRequest{Sender: "s", Key: key, PayloadHash: hash, Owner: newOwner(), Lease: time.Minute, TTL: time.Hour}
+}
+
+// Replicas starting at the same moment on an empty database each migrate;
+// the advisory lock makes them apply the schema once, and all start.
+func TestConcurrentMigrate(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	stores := make([]*postgres.Store, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = postgres.New(ctxFor(t, 30*time.Second), dsn)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: New: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var versions, applied int
+	err := stores[0].Pool().QueryRow(ctxFor(t, 5*time.Second),
+		`SELECT count(*), count(DISTINCT version) FROM hookonce_schema_migrations`).Scan(&applied, &versions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != versions || versions == 0 {
+		t.Fatalf("schema_migrations holds %d rows for %d versions", applied, versions)
+	}
+	for i, s := range stores {
+		if err := s.Ping(ctxFor(t, 5*time.Second)); err != nil {
+			t.Errorf("replica %d: Ping: %v", i, err)
+		}
+	}
+}
+
+func TestPingNeedsMigration(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	s, err := postgres.Open(ctxFor(t, 10*time.Second), dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctxFor(t, 5*time.Second)); err == nil {
+		t.Fatal("Ping on an unmigrated database succeeded")
+	} else if errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Ping on an unmigrated database says unavailable: %v", err)
+	}
+	if err := s.Migrate(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if err := s.Migrate(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if err := s.Ping(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Ping after Migrate: %v", err)
+	}
+}
+
+func TestInvalidDSNHidesPassword(t *testing.T) {
+	_, err := postgres.Open(context.Background(), "postgres://u:s3cret@127.0.0.1:notaport/db")
+	if err == nil {
+		t.Fatal("Open accepted a DSN with a bad port")
+	}
+	if got := err.Error(); contains(got, "s3cret") {
+		t.Fatalf("error shows the password: %s", got)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// A duplicate, an in-progress and a conflicting delivery are answered from
+// a read: the row is neither updated nor locked (a lock would set xmax).
+func TestAnswersFromAReadWriteNothing(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	s := mustNew(t, dsn)
+	ctx := ctxFor(t, 10*time.Second)
+	rowVersion := func(key string) string {
+		t.Helper()
+		var v string
+		if err := s.Pool().QueryRow(ctx, `SELECT xmin::text || '/' || xmax::text FROM hookonce_records WHERE key = $1`, key).Scan(&v); err != nil {
+			t.Fatalf("row version of %s: %v", key, err)
+		}
+		return v
+	}
+	cases := []struct {
+		name string
+		hash string
+		done bool
+		want dedupe.Outcome
+	}{
+		{"duplicate", "h", true, dedupe.Duplicate},
+		{"conflict", "other", true, dedupe.Conflicting},
+		{"in progress", "h", false, dedupe.InProgress},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := fmt.Sprintf("k%d", i)
+			first := claimReq(key, "h")
+			if _, err := s.Claim(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if tc.done {
+				if err := s.Complete(ctx, "s", key, first.Owner, dedupe.Response{Status: 200}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := rowVersion(key)
+			for range 5 {
+				res, err := s.Claim(ctx, claimReq(key, tc.hash))
+				if err != nil || res.Outcome != tc.want {
+					t.Fatalf("Claim = %v, %v; want %v", res.Outcome, err, tc.want)
+				}
+			}
+			if after := rowVersion(key); after != before || after[len(after)-2:] != "/0" {
+				t.Fatalf("row version (xmin/xmax) went from %s to %s: the answer wrote or locked", before, after)
+			}
+		})
+	}
+}
+
+// Many goroutines on two stores (two pools, as two replicas) claim and
+// release a handful of keys over and over: at no moment do two of them hold
+// the same key. This drives the paths where the row vanishes or changes
+// between the claim statement and the follow-up read.
+func TestChurnNeverTwoHolders(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	stores := []*postgres.Store{mustNew(t, dsn), mustNew(t, dsn)}
+	const keys, workers, rounds = 3, 12, 40
+	var holders [keys]atomic.Int32
+	var claims atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[w%2]
+			for i := range rounds {
+				k := (w + i) % keys
+				r := claimReq(fmt.Sprintf("churn%d", k), "h")
+				res, err := s.Claim(context.Background(), r)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if res.Outcome != dedupe.Claimed {
+					continue
+				}
+				claims.Add(1)
+				if n := holders[k].Add(1); n != 1 {
+					t.Errorf("key %d held by %d owners at once", k, n)
+				}
+				time.Sleep(time.Millisecond)
+				holders[k].Add(-1)
+				if err := s.Release(context.Background(), "s", r.Key, r.Owner); err != nil {
+					t.Errorf("Release by the holder: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if claims.Load() < keys {
+		t.Fatalf("only %d claims won in %d attempts", claims.Load(), workers*rounds)
+	}
+}
+
+// Many events, each delivered many times at once through two stores:
+// exactly one claim per event.
+func TestTwoStoresOneWinnerPerEvent(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	stores := []*postgres.Store{mustNew(t, dsn), mustNew(t, dsn)}
+	const events, deliveries = 20, 12
+	var won [events]atomic.Int32
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for e := range events {
+		for d := range deliveries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := stores[d%2].Claim(context.Background(), claimReq(fmt.Sprintf("evt%d", e), "h"))
+				switch {
+				case err != nil:
+					t.Errorf("Claim: %v", err)
+				case res.Outcome == dedupe.Claimed:
+					won[e].Add(1)
+				case res.Outcome != dedupe.InProgress:
+					t.Errorf("event %d: outcome %v", e, res.Outcome)
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for e := range events {
+		if n := won[e].Load(); n != 1 {
+			t.Errorf("event %d claimed %d times, want 1", e, n)
+		}
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	s, err := postgres.New(ctxFor(t, 30*time.Second), pgtest.Shared(t).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := s.Claim(ctxFor(t, 5*time.Second), claimReq("k", "h")); !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Claim on a closed store: err = %v, want ErrUnavailable", err)
+	}
+}
