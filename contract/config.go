@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -234,7 +235,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 	seen := map[string]bool{}
 	for i := range f.Senders {
 		sf := &f.Senders[i]
-		s, probs := compileSender(sf, base)
+		s, probs := compileSender(sf, base, filepath.Dir(name))
 		label := sf.Name
 		if label == "" {
 			label = fmt.Sprintf("#%d", i+1)
@@ -305,7 +306,9 @@ func builtinSender() Sender {
 	}
 }
 
-func compileSender(sf *senderFile, base Sender) (*Sender, []Problem) {
+// compileSender builds one sender over base (the built-in and file
+// defaults); dir is where relative secret files are looked up.
+func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem) {
 	s := base
 	s.Ignore = append([]string(nil), base.Ignore...)
 	s.StripResponseHeaders = append([]string(nil), base.StripResponseHeaders...)
@@ -368,10 +371,8 @@ func compileSender(sf *senderFile, base Sender) (*Sender, []Problem) {
 	}
 
 	if sigCfg != nil {
-		v, err := compileSignature(*sigCfg, s.Preset)
-		if err != nil {
-			bad("signature", "%v", err)
-		}
+		v, sigProbs := compileSignature(*sigCfg, dir)
+		probs = append(probs, sigProbs...)
 		s.verifier = v
 	}
 	if len(probs) > 0 {

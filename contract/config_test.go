@@ -1,6 +1,7 @@
 package contract_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,7 +76,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad size", "max_body: lots\n", `x.yaml:1: invalid size "lots"`},
 		{"short lease", "defaults:\n  lease: 1ms\n", `x.yaml: field defaults.lease: 1ms is too short`},
 		{"unknown preset", "senders:\n  - name: a\n    preset: paypal\n    match: {path: /a}\n", `x.yaml:2: sender "a": field preset: unknown preset "paypal"`},
-		{"signature not yet", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `field signature: signature verification is not available`},
+		{"signature without scheme", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `x.yaml:2: sender "a": field signature.scheme: required`},
 		{"ignore without json", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    ignore: [a]\n", `field ignore: only applies with hash: json`},
 		{"bad name", "senders:\n  - name: Shop Two\n    match: {path: /a}\n    key: [{header: X}]\n", `field name: "Shop Two": use lowercase`},
 		{"bad final", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    final_statuses: 2xx,7xx\n", `field final_statuses: invalid status "7xx"`},
@@ -160,5 +161,18 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 	if want := `{"a":{"x":"<&>"},"b":1.50}`; string(a) != want {
 		t.Fatalf("canonical = %s, want %s", a, want)
+	}
+}
+
+func TestChangedPaths(t *testing.T) {
+	got := contract.ChangedPaths(
+		[]byte(`{"id":"e1","amount":100,"items":[{"qty":1},{"qty":2}],"meta":{"a":1}}`),
+		[]byte(`{"id":"e1","amount":150,"items":[{"qty":1},{"qty":3},{"qty":4}],"meta":{"b":1}}`))
+	want := "[amount items.1.qty items.2 meta.a meta.b]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("ChangedPaths = %v, want %s", got, want)
+	}
+	if got := contract.ChangedPaths([]byte(`not json`), []byte(`{}`)); got != nil {
+		t.Fatalf("non-JSON gave %v", got)
 	}
 }

@@ -1,8 +1,17 @@
 package contract
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -11,16 +20,46 @@ type Verifier interface {
 	Verify(h http.Header, body []byte, now time.Time) error
 }
 
+// Signature schemes.
+const (
+	SchemeStripe           = "stripe"
+	SchemeGitHub           = "github"
+	SchemeShopify          = "shopify"
+	SchemeStandardWebhooks = "standard-webhooks"
+	SchemeSlack            = "slack"
+	SchemeHMACSHA256       = "hmac-sha256"
+)
+
+// DefaultTolerance is how far a signed timestamp may be from the proxy's
+// clock (either way) for the schemes that sign one.
+const DefaultTolerance = 5 * time.Minute
+
 // SignatureConfig is a sender's signature section. A preset fills the
-// scheme-specific fields; the sender's own fields override them.
+// scheme; the sender's own fields override it.
+//
+//	signature:
+//	  scheme: hmac-sha256          # stripe | github | shopify | standard-webhooks | slack | hmac-sha256
+//	  header: X-Signature          # the scheme's own header when omitted (required for hmac-sha256)
+//	  encoding: hex                # hmac-sha256 only: hex (default) | base64
+//	  prefix: "sha256="            # hmac-sha256 only: text before the digest
+//	  secret_env: SHOP_SECRET      # the secret: an environment variable ...
+//	  secret_file: /run/secrets/x  # ... or a file, read whole, surrounding whitespace trimmed
+//	  previous_secret_env: OLD     # rotation: a second secret also accepted while
+//	  previous_secret_file: ...    #   the sender moves from it to the first one
+//	  tolerance: 5m                # stripe, standard-webhooks, slack: timestamp window
+//
+// Secrets are resolved when the file is loaded; a relative secret_file is
+// taken relative to the config file's directory.
 type SignatureConfig struct {
-	Scheme     string    `yaml:"scheme"`
-	Header     string    `yaml:"header"`
-	Encoding   string    `yaml:"encoding"`
-	Prefix     string    `yaml:"prefix"`
-	SecretEnv  string    `yaml:"secret_env"`
-	SecretFile string    `yaml:"secret_file"`
-	Tolerance  *Duration `yaml:"tolerance"`
+	Scheme             string    `yaml:"scheme"`
+	Header             string    `yaml:"header"`
+	Encoding           string    `yaml:"encoding"`
+	Prefix             string    `yaml:"prefix"`
+	SecretEnv          string    `yaml:"secret_env"`
+	SecretFile         string    `yaml:"secret_file"`
+	PreviousSecretEnv  string    `yaml:"previous_secret_env"`
+	PreviousSecretFile string    `yaml:"previous_secret_file"`
+	Tolerance          *Duration `yaml:"tolerance"`
 }
 
 // merge returns c overlaid with the fields set in o (o may be nil).
@@ -37,17 +76,437 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	set(&c.Header, o.Header)
 	set(&c.Encoding, o.Encoding)
 	set(&c.Prefix, o.Prefix)
-	set(&c.SecretEnv, o.SecretEnv)
-	set(&c.SecretFile, o.SecretFile)
+	// One source per secret: a sender that names a file replaces the
+	// preset's (or defaults') environment variable, and the other way round.
+	if o.SecretEnv != "" || o.SecretFile != "" {
+		c.SecretEnv, c.SecretFile = o.SecretEnv, o.SecretFile
+	}
+	if o.PreviousSecretEnv != "" || o.PreviousSecretFile != "" {
+		c.PreviousSecretEnv, c.PreviousSecretFile = o.PreviousSecretEnv, o.PreviousSecretFile
+	}
 	if o.Tolerance != nil {
 		c.Tolerance = o.Tolerance
 	}
 	return &c
 }
 
-// compileSignature builds the verifier for a sender. Signature schemes are
-// not part of this build yet: a configured signature is refused rather than
-// silently not checked.
-func compileSignature(cfg SignatureConfig, preset string) (Verifier, error) {
-	return nil, errors.New("signature verification is not available in this build")
+// SignatureError is what Verify returns for a delivery that fails its
+// check. Reason says what is wrong and never quotes a signature, a secret
+// or the body.
+type SignatureError struct{ Reason string }
+
+func (e *SignatureError) Error() string { return e.Reason }
+
+func sigErr(format string, args ...any) error {
+	return &SignatureError{Reason: fmt.Sprintf(format, args...)}
 }
+
+// Reasons shared by the schemes; tests and operators match on them.
+const (
+	ReasonMismatch  = "signature mismatch"
+	ReasonTolerance = "timestamp outside tolerance"
+)
+
+type schemeDef struct {
+	header   string // the signature header
+	timed    bool   // signs a timestamp, so tolerance applies
+	whsec    bool   // secrets are whsec_ base64
+	fixedFmt bool   // encoding and prefix are the scheme's own (the header may change)
+}
+
+var schemes = map[string]schemeDef{
+	SchemeStripe:           {header: "Stripe-Signature", timed: true, fixedFmt: true},
+	SchemeGitHub:           {header: "X-Hub-Signature-256", fixedFmt: true},
+	SchemeShopify:          {header: "X-Shopify-Hmac-Sha256", fixedFmt: true},
+	SchemeStandardWebhooks: {header: "Webhook-Signature", timed: true, whsec: true, fixedFmt: true},
+	SchemeSlack:            {header: "X-Slack-Signature", timed: true, fixedFmt: true},
+	SchemeHMACSHA256:       {},
+}
+
+func schemeNames() string {
+	return "stripe, github, shopify, standard-webhooks, slack, hmac-sha256"
+}
+
+// compileSignature builds the verifier for a sender and resolves its
+// secrets. dir is where a relative secret_file is looked up. Problems name
+// the field; none quotes a secret.
+func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
+	var probs []Problem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, Problem{Field: "signature." + field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfg.Scheme == "" {
+		bad("scheme", "required (one of %s), or a preset that sets it", schemeNames())
+		return nil, probs
+	}
+	def, ok := schemes[cfg.Scheme]
+	if !ok {
+		bad("scheme", "unknown scheme %q (known: %s)", cfg.Scheme, schemeNames())
+		return nil, probs
+	}
+	v := &hmacVerifier{scheme: cfg.Scheme, header: def.header, encoding: "hex"}
+	if cfg.Header != "" {
+		v.header = cfg.Header
+	}
+	v.header = http.CanonicalHeaderKey(strings.TrimSpace(v.header))
+	if v.header == "" {
+		bad("header", "required for scheme %s", cfg.Scheme)
+	}
+	if def.fixedFmt {
+		if cfg.Encoding != "" {
+			bad("encoding", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
+		}
+		if cfg.Prefix != "" {
+			bad("prefix", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
+		}
+	} else {
+		switch cfg.Encoding {
+		case "", "hex":
+		case "base64":
+			v.encoding = "base64"
+		default:
+			bad("encoding", "%q: want hex or base64", cfg.Encoding)
+		}
+		v.prefix = cfg.Prefix
+	}
+	if def.timed {
+		v.tolerance = DefaultTolerance
+		if cfg.Tolerance != nil {
+			if t := time.Duration(*cfg.Tolerance); t < time.Second {
+				bad("tolerance", "%s is too short (minimum 1s)", t)
+			} else {
+				v.tolerance = t
+			}
+		}
+	} else if cfg.Tolerance != nil {
+		bad("tolerance", "scheme %s signs no timestamp", cfg.Scheme)
+	}
+
+	resolve := func(envField, fileField, env, file string, required bool) []byte {
+		var raw string
+		switch {
+		case env != "" && file != "":
+			bad(envField, "set either %s or %s, not both", envField, fileField)
+			return nil
+		case env != "":
+			val, ok := os.LookupEnv(env)
+			if !ok {
+				bad(envField, "environment variable %s is not set", env)
+				return nil
+			}
+			raw = val
+		case file != "":
+			path := file
+			if !filepath.IsAbs(path) && dir != "" {
+				path = filepath.Join(dir, path)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				bad(fileField, "read secret: %v", pathErr(err, path))
+				return nil
+			}
+			raw = string(data)
+		default:
+			if required {
+				bad("secret_env", "required: secret_env or secret_file")
+			}
+			return nil
+		}
+		raw = strings.TrimSpace(raw)
+		where := envField
+		if file != "" {
+			where = fileField
+		}
+		if raw == "" {
+			bad(where, "the secret is empty")
+			return nil
+		}
+		if !def.whsec {
+			return []byte(raw)
+		}
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(raw, "whsec_"))
+		if err != nil || len(key) == 0 {
+			bad(where, "not a standard-webhooks secret (whsec_ followed by base64)")
+			return nil
+		}
+		return key
+	}
+	if k := resolve("secret_env", "secret_file", cfg.SecretEnv, cfg.SecretFile, true); k != nil {
+		v.keys = append(v.keys, k)
+	}
+	if k := resolve("previous_secret_env", "previous_secret_file", cfg.PreviousSecretEnv, cfg.PreviousSecretFile, false); k != nil {
+		v.keys = append(v.keys, k)
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return v, nil
+}
+
+// pathErr keeps the OS's reason (no such file, permission denied) without
+// repeating the path twice in the message.
+func pathErr(err error, path string) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return path + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// hmacVerifier checks every scheme here: all are HMAC-SHA256 over some
+// arrangement of the raw body, with one or two keys (rotation).
+type hmacVerifier struct {
+	scheme    string
+	header    string // canonical
+	encoding  string // hmac-sha256: hex | base64
+	prefix    string // hmac-sha256
+	tolerance time.Duration
+	keys      [][]byte // current first, previous second
+}
+
+// maxSignatures bounds the candidates taken from one header, so a huge
+// header cannot cost more than a few comparisons per key.
+const maxSignatures = 16
+
+func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) error {
+	switch v.scheme {
+	case SchemeStripe:
+		return v.stripe(h, body, now)
+	case SchemeGitHub:
+		return v.github(h, body)
+	case SchemeShopify:
+		return v.shopify(h, body)
+	case SchemeStandardWebhooks:
+		return v.standardWebhooks(h, body, now)
+	case SchemeSlack:
+		return v.slack(h, body, now)
+	default:
+		return v.generic(h, body)
+	}
+}
+
+// value returns the single value of a header, or why there is none.
+func (v *hmacVerifier) value(h http.Header, name string) (string, error) {
+	vals := h.Values(name)
+	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
+		return "", sigErr("no %s header", name)
+	}
+	if len(vals) > 1 {
+		return "", sigErr("malformed %s header: sent more than once", name)
+	}
+	return strings.TrimSpace(vals[0]), nil
+}
+
+// match reports whether any candidate equals the MAC of msg under any key,
+// in constant time per comparison.
+func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
+	for _, key := range v.keys {
+		m := hmac.New(sha256.New, key)
+		for _, part := range msg {
+			m.Write(part)
+		}
+		want := m.Sum(nil)
+		for _, c := range candidates {
+			if hmac.Equal(c, want) {
+				return nil
+			}
+		}
+	}
+	return sigErr(ReasonMismatch)
+}
+
+func (v *hmacVerifier) checkTime(ts string, now time.Time) (int64, error) {
+	t, ok := parseUnix(ts)
+	if !ok {
+		return 0, sigErr("malformed timestamp")
+	}
+	d := now.Sub(time.Unix(t, 0))
+	if d > v.tolerance || d < -v.tolerance {
+		return 0, sigErr(ReasonTolerance)
+	}
+	return t, nil
+}
+
+// parseUnix accepts decimal seconds only (no sign, at most 12 digits).
+func parseUnix(s string) (int64, bool) {
+	if s == "" || len(s) > 12 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+func decodeHex(s string) ([]byte, bool) {
+	if len(s) != 2*sha256.Size {
+		return nil, false
+	}
+	b, err := hex.DecodeString(s)
+	return b, err == nil
+}
+
+func decodeBase64(s string) ([]byte, bool) {
+	if len(s) != base64.StdEncoding.EncodedLen(sha256.Size) {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	return b, err == nil && len(b) == sha256.Size
+}
+
+// stripe: Stripe-Signature: t=1614265330,v1=<hex>[,v1=<hex>…][,v0=…]
+// over "<t>.<body>". Other schemes in the header (v0 is test mode) are
+// ignored, as Stripe's libraries do.
+func (v *hmacVerifier) stripe(h http.Header, body []byte, now time.Time) error {
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	var ts string
+	var sigs [][]byte
+	for item := range strings.SplitSeq(val, ",") {
+		k, x, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return sigErr("malformed %s header", v.header)
+		}
+		switch k {
+		case "t":
+			if ts != "" {
+				return sigErr("malformed %s header: two timestamps", v.header)
+			}
+			ts = x
+		case "v1":
+			if b, ok := decodeHex(x); ok && len(sigs) < maxSignatures {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	if ts == "" {
+		return sigErr("malformed %s header: no timestamp", v.header)
+	}
+	if len(sigs) == 0 {
+		return sigErr("malformed %s header: no v1 signature", v.header)
+	}
+	t, err := v.checkTime(ts, now)
+	if err != nil {
+		return err
+	}
+	return v.match(sigs, []byte(strconv.FormatInt(t, 10)), []byte("."), body)
+}
+
+// github: X-Hub-Signature-256: sha256=<hex> over the body.
+func (v *hmacVerifier) github(h http.Header, body []byte) error {
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	hexSig, ok := strings.CutPrefix(val, "sha256=")
+	if !ok {
+		return sigErr("malformed %s header: want sha256=<hex>", v.header)
+	}
+	sig, ok := decodeHex(hexSig)
+	if !ok {
+		return sigErr("malformed %s header: want 64 hex digits", v.header)
+	}
+	return v.match([][]byte{sig}, body)
+}
+
+// shopify: X-Shopify-Hmac-Sha256: <base64> over the body.
+func (v *hmacVerifier) shopify(h http.Header, body []byte) error {
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	sig, ok := decodeBase64(val)
+	if !ok {
+		return sigErr("malformed %s header: want base64 of 32 bytes", v.header)
+	}
+	return v.match([][]byte{sig}, body)
+}
+
+// standardWebhooks: webhook-id, webhook-timestamp and webhook-signature
+// ("v1,<base64> v1,<base64>…") over "<id>.<timestamp>.<body>".
+func (v *hmacVerifier) standardWebhooks(h http.Header, body []byte, now time.Time) error {
+	id, err := v.value(h, "Webhook-Id")
+	if err != nil {
+		return err
+	}
+	tsVal, err := v.value(h, "Webhook-Timestamp")
+	if err != nil {
+		return err
+	}
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	var sigs [][]byte
+	for item := range strings.FieldsSeq(val) {
+		ver, x, ok := strings.Cut(item, ",")
+		if !ok || ver != "v1" {
+			continue // other versions (v1a is asymmetric) are not ours to check
+		}
+		if b, ok := decodeBase64(x); ok && len(sigs) < maxSignatures {
+			sigs = append(sigs, b)
+		}
+	}
+	if len(sigs) == 0 {
+		return sigErr("malformed %s header: no v1 signature", v.header)
+	}
+	t, err := v.checkTime(tsVal, now)
+	if err != nil {
+		return err
+	}
+	return v.match(sigs, []byte(id), []byte("."), []byte(strconv.FormatInt(t, 10)), []byte("."), body)
+}
+
+// slack: X-Slack-Signature: v0=<hex> over "v0:<X-Slack-Request-Timestamp>:<body>".
+func (v *hmacVerifier) slack(h http.Header, body []byte, now time.Time) error {
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	ts, err := v.value(h, "X-Slack-Request-Timestamp")
+	if err != nil {
+		return err
+	}
+	hexSig, ok := strings.CutPrefix(val, "v0=")
+	if !ok {
+		return sigErr("malformed %s header: want v0=<hex>", v.header)
+	}
+	sig, ok := decodeHex(hexSig)
+	if !ok {
+		return sigErr("malformed %s header: want 64 hex digits", v.header)
+	}
+	if _, err := v.checkTime(ts, now); err != nil {
+		return err
+	}
+	// Slack signs the timestamp as sent; parseUnix allowed digits only.
+	return v.match([][]byte{sig}, []byte("v0:"), []byte(ts), []byte(":"), body)
+}
+
+// generic: <header>: <prefix><hex or base64> over the body.
+func (v *hmacVerifier) generic(h http.Header, body []byte) error {
+	val, err := v.value(h, v.header)
+	if err != nil {
+		return err
+	}
+	enc, ok := strings.CutPrefix(val, v.prefix)
+	if !ok {
+		return sigErr("malformed %s header: missing prefix %q", v.header, v.prefix)
+	}
+	var sig []byte
+	if v.encoding == "base64" {
+		sig, ok = decodeBase64(enc)
+	} else {
+		sig, ok = decodeHex(enc)
+	}
+	if !ok {
+		return sigErr("malformed %s header: want %s of 32 bytes", v.header, v.encoding)
+	}
+	return v.match([][]byte{sig}, body)
+}
+
+var _ Verifier = (*hmacVerifier)(nil)
