@@ -477,7 +477,7 @@ func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, err
 }
 
 // Ping implements dedupe.Store. Redis needs no migration; Ping checks that
-// the server answers and runs Lua (version 7 or later: PEXPIRETIME).
+// the server answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return unavailable("ping", err)

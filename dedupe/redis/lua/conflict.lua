@@ -8,8 +8,8 @@ local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(field
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ea = tonumber(ARGV[3])
-local cur = redis.call('PEXPIRETIME', KEYS[1])
-if ea > now and (cur == -1 or (cur >= 0 and cur < ea)) then
+local pttl = redis.call('PTTL', KEYS[1]) -- -1: no expiry yet
+if ea > now and (pttl == -1 or (pttl >= 0 and now + pttl < ea)) then
   redis.call('PEXPIREAT', KEYS[1], ea)
 end
 if #KEYS > 1 then redis.call('SADD', KEYS[2], ARGV[1]) end
