@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// ReplayHeader marks an answer served from the store instead of the site.
+const ReplayHeader = "Idempotent-Replayed"
+
+// This file is the one place where decisions become HTTP answers.
+
+// problem writes an RFC 9457 problem+json answer.
+func problem(w http.ResponseWriter, status int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": title, "status": status, "detail": detail,
+	})
+}
+
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	secs := int((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+}
+
+func answerTooLarge(w http.ResponseWriter, limit int64) {
+	problem(w, http.StatusRequestEntityTooLarge, "Payload too large",
+		"the body is larger than max_body ("+strconv.FormatInt(limit, 10)+" bytes)")
+}
+
+func answerBadSignature(w http.ResponseWriter, reason string) {
+	problem(w, http.StatusUnauthorized, "Invalid signature", reason)
+}
+
+func answerMissingKey(w http.ResponseWriter, reason string) {
+	problem(w, http.StatusBadRequest, "Event id missing", reason)
+}
+
+// answerStoreDown: fail closed, the sender retries later.
+func answerStoreDown(w http.ResponseWriter) {
+	retryAfter(w, 5*time.Second)
+	problem(w, http.StatusServiceUnavailable, "Idempotency store unavailable",
+		"the delivery was not passed on; retry later")
+}
+
+func answerShuttingDown(w http.ResponseWriter) {
+	retryAfter(w, 5*time.Second)
+	problem(w, http.StatusServiceUnavailable, "Shutting down",
+		"the delivery was aborted and its claim released; retry later")
+}
+
+func answerInProgress(w http.ResponseWriter, s *contract.Sender) {
+	retryAfter(w, s.Lease/3)
+	problem(w, http.StatusConflict, "Delivery in progress",
+		"another delivery of this event is being processed; retry later")
+}
+
+func answerHeld(w http.ResponseWriter) {
+	retryAfter(w, time.Minute)
+	problem(w, http.StatusConflict, "Delivery outcome unknown",
+		"an earlier delivery of this event may have been processed; it is held until an operator releases or completes it")
+}
+
+func answerConflict(w http.ResponseWriter, s *contract.Sender) {
+	if s.ConflictBody != "" {
+		ct := "text/plain; charset=utf-8"
+		if json.Valid([]byte(s.ConflictBody)) {
+			ct = "application/problem+json"
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(s.ConflictStatus)
+		_, _ = w.Write([]byte(s.ConflictBody))
+		return
+	}
+	problem(w, s.ConflictStatus, "Idempotency key reused with a different payload",
+		"this event id was already received with another payload; the original is kept")
+}
+
+func answerUpstreamError(w http.ResponseWriter, status int, detail string) {
+	problem(w, status, http.StatusText(status), detail)
+}
+
+// replay writes a stored answer, or the sender's fixed duplicate status.
+func replay(w http.ResponseWriter, s *contract.Sender, resp *dedupe.Response) {
+	h := w.Header()
+	h.Set(ReplayHeader, "true")
+	if s.DuplicateStatus != 0 {
+		h.Set("Content-Length", "0")
+		w.WriteHeader(s.DuplicateStatus)
+		return
+	}
+	for k, vs := range resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	body := resp.Body
+	if resp.Truncated {
+		body = nil
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(body)
+}
+
+// writeCaptured passes the site's answer on as it came.
+func writeCaptured(w http.ResponseWriter, c *capture) {
+	h := w.Header()
+	for k, vs := range c.header {
+		h[k] = vs
+	}
+	h.Set("Content-Length", strconv.Itoa(c.body.Len()))
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body.Bytes())
+}
+
+// unstored headers never go into a stored answer: they describe one
+// connection or one moment, or hand out a session.
+var unstored = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true,
+	"Te": true, "Trailer": true, "Upgrade": true, "Proxy-Authenticate": true,
+	"Set-Cookie": true, "Date": true, "Content-Length": true,
+}
+
+// storable turns a captured answer into what is kept for replay.
+func storable(s *contract.Sender, c *capture) dedupe.Response {
+	h := http.Header{}
+	strip := map[string]bool{}
+	for _, name := range s.StripResponseHeaders {
+		strip[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+	}
+	for k, vs := range c.header {
+		if unstored[k] || strip[k] {
+			continue
+		}
+		h[k] = append([]string(nil), vs...)
+	}
+	body := c.body.Bytes()
+	resp := dedupe.Response{Status: c.status, Header: h}
+	if int64(len(body)) > s.MaxStoredBody {
+		resp.Body = append([]byte(nil), body[:s.MaxStoredBody]...)
+		resp.Truncated = true
+	} else {
+		resp.Body = append([]byte(nil), body...)
+	}
+	return resp
+}

@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// capture is the http.ResponseWriter the forwarding ReverseProxy writes
+// into: the site's whole answer is held so it can be stored before the
+// sender sees it.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+
+	mu  sync.Mutex // guards err: set from the proxy's error handler and body reads
+	err error      // transport error, or a read error on the site's body
+}
+
+func newCapture() *capture { return &capture{header: http.Header{}} }
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if code < 200 { // 1xx informational answers are not the answer
+		return
+	}
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.body.Write(p)
+}
+
+func (c *capture) setErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *capture) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+type captureKey struct{}
+
+// bodyWatch records a read error of the site's response body into the
+// capture: ReverseProxy would otherwise only log it and leave a short body
+// that looks complete.
+type bodyWatch struct {
+	io.ReadCloser
+	c *capture
+}
+
+func (b bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.c.setErr(err)
+	}
+	return n, err
+}
+
+// outcome classifies how a forward ended.
+type outcome int
+
+const (
+	answered    outcome = iota // the site answered; see capture.status
+	unreachable                // the request never reached the site
+	timedOut                   // upstream_timeout passed: the site may have run
+	broken                     // the connection broke after the request was sent
+	aborted                    // hookonce is shutting down and gave up waiting
+)
+
+func classify(ctx context.Context, abortCtx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return answered
+	case abortCtx.Err() != nil:
+		return aborted
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return timedOut
+	case isDialError(err):
+		return unreachable
+	default:
+		return broken
+	}
+}
+
+// isDialError reports whether err happened while connecting, before any
+// byte of the request was written.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// newTransport is tuned for one upstream on the same host: many idle
+// connections, no transparent compression (bodies are stored as the site
+// sent them).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// newReverseProxies builds the two forwarders: pass streams requests that
+// match no sender untouched; capture forwards webhook deliveries into a
+// capture.
+func newReverseProxies(upstream *url.URL, t http.RoundTripper, onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
+	rewrite := func(pr *httputil.ProxyRequest) {
+		pr.SetURL(upstream)
+		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
+		pr.SetXForwarded()       // replaces anything the client sent
+	}
+	pass = &httputil.ReverseProxy{
+		Rewrite:   rewrite,
+		Transport: t,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			onPassError(r, err)
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	capt = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			rewrite(pr)
+			// Trap 1: a request with GetBody and an Idempotency-Key is
+			// resent by the transport on its own after a failure on a
+			// reused connection. Never make it replayable.
+			pr.Out.GetBody = nil
+			pr.Out.Header.Del("Expect")
+		},
+		Transport: t,
+		ModifyResponse: func(resp *http.Response) error {
+			if c, ok := resp.Request.Context().Value(captureKey{}).(*capture); ok {
+				resp.Body = bodyWatch{ReadCloser: resp.Body, c: c}
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if c, ok := w.(*capture); ok {
+				c.setErr(err)
+			}
+		},
+		// Errors are recorded in the capture and logged once, with the
+		// decision.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	return pass, capt
+}

@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes, as counted in hookonce_requests_total and logged per decision.
+// In shadow mode the refusing ones are reported with a "would_" prefix.
+const (
+	OutcomeProcessed         = "processed"
+	OutcomeDuplicate         = "duplicate"
+	OutcomeConflict          = "conflict"
+	OutcomeInProgress        = "in_progress"
+	OutcomeReleased          = "released"
+	OutcomeAmbiguous         = "ambiguous"
+	OutcomeRejectedSignature = "rejected_signature"
+	OutcomeMissingKey        = "missing_key"
+	OutcomeTooLarge          = "too_large"
+	OutcomeStoreError        = "store_error"
+	OutcomePassthrough       = "passthrough"
+	OutcomeTakeover          = "takeover"
+)
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	upstream *prometheus.HistogramVec
+	store    *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookonce_requests_total",
+			Help: "Webhook deliveries by sender and decision outcome.",
+		}, []string{"sender", "outcome"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookonce_upstream_duration_seconds",
+			Help:    "Time the site took to answer a forwarded webhook delivery.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"sender"}),
+		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookonce_store_duration_seconds",
+			Help:    "Duration of store calls by operation.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"op"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookonce_inflight",
+			Help: "Webhook deliveries currently being handled.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight)
+	}
+	return m
+}
+
+func (m *metrics) observeStore(op string, start time.Time) {
+	m.store.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,550 @@
+// Package proxy is hookonce's http.Handler: it routes each request to its
+// sender's rules, runs the decision table (DESIGN.md) against the store,
+// forwards deliveries to the site, and answers the sender.
+//
+// Requests that match no sender are streamed to the site untouched. The
+// package never imports a store backend: it talks to dedupe.Store only.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// Options configure a Proxy. Upstream, Contract and Store are required.
+type Options struct {
+	Upstream *url.URL
+	Contract *contract.Contract
+	Store    dedupe.Store
+	// Logger receives one line per webhook decision; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the proxy's metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+	// Transport forwards to the site; nil means a transport tuned for one
+	// local upstream.
+	Transport http.RoundTripper
+	// Now judges signature timestamps; nil means time.Now. Leases and
+	// expiry are judged by the store's clock, never by this one.
+	Now func() time.Time
+	// HitFlushInterval is how often replay counts are written; 0 means 1s.
+	HitFlushInterval time.Duration
+}
+
+// Proxy is the sidecar's request handler.
+type Proxy struct {
+	contract atomic.Pointer[contract.Contract]
+	store    dedupe.Store
+	log      *slog.Logger
+	m        *metrics
+	now      func() time.Time
+	pass     *httputil.ReverseProxy
+	capt     *httputil.ReverseProxy
+	hits     *hitCounter
+	waiters  waiters
+
+	// abortCtx is cancelled when a shutdown stops waiting for forwards;
+	// every forward runs under it instead of under the sender's request.
+	abortCtx context.Context
+	abort    context.CancelFunc
+	inflight sync.WaitGroup
+	closed   atomic.Bool
+}
+
+// New builds a Proxy.
+func New(o Options) (*Proxy, error) {
+	if o.Upstream == nil || o.Upstream.Host == "" {
+		return nil, errors.New("new proxy: upstream URL with a host is required")
+	}
+	if o.Contract == nil || o.Store == nil {
+		return nil, errors.New("new proxy: contract and store are required")
+	}
+	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer)}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	t := o.Transport
+	if t == nil {
+		t = newTransport()
+	}
+	p.pass, p.capt = newReverseProxies(o.Upstream, t, func(r *http.Request, err error) {
+		p.log.Warn("pass-through to the site failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	})
+	every := o.HitFlushInterval
+	if every <= 0 {
+		every = time.Second
+	}
+	p.hits = newHitCounter(o.Store, p.log, every)
+	p.abortCtx, p.abort = context.WithCancel(context.Background())
+	p.contract.Store(o.Contract)
+	return p, nil
+}
+
+// SetContract swaps in new sender rules for requests that start after it.
+func (p *Proxy) SetContract(c *contract.Contract) { p.contract.Store(c) }
+
+// Contract returns the rules in force.
+func (p *Proxy) Contract() *contract.Contract { return p.contract.Load() }
+
+// Close waits for deliveries at the site until ctx is done, then aborts the
+// rest (their claims are released so the senders' retries run them), and
+// writes pending hit counts. The store is not closed.
+func (p *Proxy) Close(ctx context.Context) error {
+	p.closed.Store(true)
+	done := make(chan struct{})
+	go func() { p.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.abort()
+		err = fmt.Errorf("close proxy: aborted deliveries still at the site: %w", ctx.Err())
+		<-done // aborted forwards release their claims and return quickly
+	}
+	p.abort()
+	p.hits.close()
+	return err
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := p.contract.Load()
+	s := c.Match(r.Method, r.URL.Path)
+	if s == nil {
+		p.pass.ServeHTTP(w, r)
+		return
+	}
+	p.m.inflight.Inc()
+	defer p.m.inflight.Dec()
+	d := &delivery{p: p, s: s, w: w, r: r, start: time.Now(), log: p.log.With("sender", s.Name)}
+	d.serve(c.MaxBody)
+}
+
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// storeCall runs one store operation under the sender's store_timeout.
+// The sender hanging up does not cancel it.
+func (p *Proxy) storeCall(r *http.Request, s *contract.Sender, op string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.StoreTimeout)
+	defer cancel()
+	defer p.m.observeStore(op, time.Now())
+	return fn(ctx)
+}
+
+// delivery is one matching request on its way through the decision table.
+type delivery struct {
+	p     *Proxy
+	s     *contract.Sender
+	w     http.ResponseWriter
+	r     *http.Request
+	log   *slog.Logger
+	start time.Time
+
+	body     []byte
+	key      string
+	hash     string
+	owner    string
+	takeover bool
+
+	upstreamStatus int
+	upstreamTime   time.Duration
+}
+
+// done counts and logs the decision: one line per delivery, never a body,
+// a secret or a signature.
+func (d *delivery) done(outcome string, status int, attrs ...any) {
+	if d.s.Shadow() && shadowed[outcome] {
+		outcome = "would_" + outcome
+	}
+	d.p.m.requests.WithLabelValues(d.s.Name, outcome).Inc()
+	args := []any{"key", d.key, "outcome", outcome, "status", status,
+		"duration_ms", time.Since(d.start).Milliseconds()}
+	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
+		args = append(args, "upstream_status", d.upstreamStatus, "upstream_ms", d.upstreamTime.Milliseconds())
+	}
+	level := slog.LevelInfo
+	switch outcome {
+	case OutcomeStoreError, OutcomeAmbiguous, "would_" + OutcomeStoreError:
+		level = slog.LevelWarn
+	}
+	d.log.Log(d.r.Context(), level, "webhook", append(args, attrs...)...)
+}
+
+// shadowed outcomes are the ones shadow mode does not act on.
+var shadowed = map[string]bool{
+	OutcomeDuplicate: true, OutcomeConflict: true, OutcomeInProgress: true,
+	OutcomeRejectedSignature: true, OutcomeMissingKey: true, OutcomeTooLarge: true,
+	OutcomeStoreError: true,
+}
+
+func (d *delivery) serve(maxBody int64) {
+	s, r, w := d.s, d.r, d.w
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = rc.SetWriteDeadline(time.Now().Add(s.UpstreamTimeout + s.WaitTimeout + 30*time.Second))
+
+	// 1. Body limit: a declared length is judged before reading a byte; a
+	// chunked body when it passes the limit.
+	var body []byte
+	var err error = &http.MaxBytesError{Limit: maxBody}
+	if r.ContentLength <= maxBody {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			if s.Shadow() {
+				// Shadow never refuses: hand on what was read and the rest.
+				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+				d.done(OutcomeTooLarge, 0)
+				d.p.pass.ServeHTTP(w, r)
+				return
+			}
+			d.done(OutcomeTooLarge, http.StatusRequestEntityTooLarge)
+			answerTooLarge(w, maxBody)
+			return
+		}
+		d.log.Info("webhook body not read", "err", err)
+		return // the sender went away mid-body: nothing to answer
+	}
+	d.body = body
+
+	// 2. Signature: an unverified message never occupies an event id.
+	if err := s.Verify(r.Header, body, d.p.now()); err != nil {
+		if s.Shadow() {
+			d.done(OutcomeRejectedSignature, 0, "reason", err.Error())
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeRejectedSignature, http.StatusUnauthorized, "reason", err.Error())
+		answerBadSignature(w, err.Error())
+		return
+	}
+
+	// 3. Key and payload hash.
+	key, err := s.Key(r, body)
+	if err == nil {
+		d.key = key
+		d.hash, err = s.PayloadHash(body)
+	}
+	if err != nil {
+		if s.MissingKey == contract.MissingPass || s.Shadow() {
+			if s.MissingKey == contract.MissingPass {
+				d.done(OutcomePassthrough, 0, "reason", err.Error())
+			} else {
+				d.done(OutcomeMissingKey, 0, "reason", err.Error())
+			}
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeMissingKey, http.StatusBadRequest, "reason", err.Error())
+		answerMissingKey(w, err.Error())
+		return
+	}
+	d.claimLoop()
+}
+
+// claimLoop runs rows 4 to 9 of the decision table; a delivery waiting on
+// another one comes back here when that one finishes.
+func (d *delivery) claimLoop() {
+	s, w := d.s, d.w
+	deadline := time.Now().Add(s.WaitTimeout)
+	for {
+		d.owner = newOwner()
+		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
+		if s.StoreRequestBody {
+			req.RequestBody = d.body
+		}
+		var res dedupe.ClaimResult
+		err := d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
+			res, err = d.p.store.Claim(ctx, req)
+			return err
+		})
+		if err != nil {
+			d.storeDown(err)
+			return
+		}
+		switch res.Outcome {
+		case dedupe.Claimed, dedupe.TakenOver:
+			d.takeover = res.Outcome == dedupe.TakenOver
+			d.forwardClaimed()
+			return
+		case dedupe.Duplicate:
+			if s.Shadow() {
+				d.done(OutcomeDuplicate, 0)
+				d.forwardPlain()
+				return
+			}
+			d.p.hits.add(s.Name, d.key)
+			status := res.Record.Response.Status
+			if s.DuplicateStatus != 0 {
+				status = s.DuplicateStatus
+			}
+			d.done(OutcomeDuplicate, status)
+			replay(w, s, res.Record.Response)
+			return
+		case dedupe.Conflicting:
+			d.recordConflict(res.Record)
+			if s.Shadow() {
+				d.done(OutcomeConflict, 0, "stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash)
+				d.forwardPlain()
+				return
+			}
+			d.done(OutcomeConflict, s.ConflictStatus, "stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash)
+			answerConflict(w, s)
+			return
+		case dedupe.Held:
+			if s.Shadow() {
+				d.done(OutcomeInProgress, 0, "state", "unknown")
+				d.forwardPlain()
+				return
+			}
+			d.done(OutcomeInProgress, http.StatusConflict, "state", "unknown")
+			answerHeld(w)
+			return
+		case dedupe.InProgress:
+			if s.Shadow() {
+				d.done(OutcomeInProgress, 0)
+				d.forwardPlain()
+				return
+			}
+			if s.InProgress == contract.InProgressReject || !d.wait(deadline) {
+				d.done(OutcomeInProgress, http.StatusConflict)
+				answerInProgress(w, s)
+				return
+			}
+			// The first delivery finished or freed its claim: decide again.
+		default:
+			d.storeDown(fmt.Errorf("claim %s/%s: unexpected outcome %v", s.Name, d.key, res.Outcome))
+			return
+		}
+	}
+}
+
+// wait blocks until the key may have changed, the deadline passes, or the
+// sender hangs up. It reports whether deciding again makes sense.
+func (d *delivery) wait(deadline time.Time) bool {
+	remaining := time.Until(deadline)
+	if remaining <= 0 {
+		return false
+	}
+	poll := 250 * time.Millisecond
+	if poll > remaining {
+		poll = remaining
+	}
+	ctx, cancel := context.WithTimeout(d.r.Context(), poll)
+	defer cancel()
+	local := d.p.waiters.watch(d.s.Name, d.key)
+	if n, ok := d.p.store.(dedupe.Notifier); ok {
+		go func() {
+			_ = n.WaitChange(ctx, d.s.Name, d.key)
+			cancel()
+		}()
+	}
+	select {
+	case <-local:
+	case <-ctx.Done():
+	}
+	return d.r.Context().Err() == nil
+}
+
+func (d *delivery) storeDown(err error) {
+	if d.s.OnStoreError == contract.StoreErrForward || d.s.Shadow() {
+		// Fail open, as the operator chose: every such delivery is logged.
+		d.done(OutcomeStoreError, 0, "err", err.Error(), "forwarded", true)
+		d.forwardPlain()
+		return
+	}
+	d.done(OutcomeStoreError, http.StatusServiceUnavailable, "err", err.Error())
+	answerStoreDown(d.w)
+}
+
+func (d *delivery) recordConflict(stored dedupe.Record) {
+	c := dedupe.Conflict{
+		Sender: d.s.Name, Key: d.key, StoredHash: stored.PayloadHash, ReceivedHash: d.hash,
+		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL),
+	}
+	if d.s.StoreRequestBody && stored.RequestBody != nil {
+		c.ChangedPaths = contract.ChangedPaths(stored.RequestBody, d.body)
+	}
+	err := d.p.storeCall(d.r, d.s, "record_conflict", func(ctx context.Context) error {
+		return d.p.store.RecordConflict(ctx, c)
+	})
+	if err != nil {
+		d.log.Warn("conflict not recorded", "key", d.key, "err", err)
+	}
+}
+
+// forwardPlain hands the delivery to the site without a claim (shadow mode,
+// missing_key: pass, on_store_error: forward).
+func (d *delivery) forwardPlain() {
+	r := d.r.Clone(d.r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(d.body))
+	r.ContentLength = int64(len(d.body))
+	r.GetBody = nil
+	d.p.pass.ServeHTTP(d.w, r)
+}
+
+// forwardClaimed runs rows 5, 9, 10, 10a and 11: the delivery holds the
+// claim, the site is called once, and its answer is stored or the claim
+// freed.
+func (d *delivery) forwardClaimed() {
+	p, s := d.p, d.s
+	p.inflight.Add(1)
+	defer p.inflight.Done()
+	defer p.waiters.fire(s.Name, d.key)
+
+	// Trap 2: the forward runs under hookonce's own deadline, not under the
+	// sender's connection, so a sender that hangs up does not abort a site
+	// that is mid-handler.
+	ctx, cancel := context.WithTimeout(p.abortCtx, s.UpstreamTimeout)
+	defer cancel()
+	c := newCapture()
+	ctx = context.WithValue(ctx, captureKey{}, c)
+
+	out := d.r.Clone(ctx)
+	out.Body = io.NopCloser(bytes.NewReader(d.body))
+	out.ContentLength = int64(len(d.body))
+	out.GetBody = nil // trap 1
+	if s.ForwardKeyHeader != "" {
+		out.Header.Set(s.ForwardKeyHeader, s.Name+":"+d.key)
+	}
+
+	stopBeat := d.heartbeat()
+	began := time.Now()
+	p.capt.ServeHTTP(c, out)
+	d.upstreamTime = time.Since(began)
+	stopBeat()
+	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
+	d.upstreamStatus = c.status
+
+	success := OutcomeProcessed
+	if d.takeover {
+		success = OutcomeTakeover
+	}
+	err := c.failure()
+	switch classify(ctx, p.abortCtx, err) {
+	case answered:
+		if s.Final(c.status) {
+			d.complete(c)
+			d.done(success, c.status)
+		} else {
+			d.release("retryable answer")
+			d.done(OutcomeReleased, c.status)
+		}
+		writeCaptured(d.w, c)
+	case unreachable:
+		d.release("site unreachable")
+		d.done(OutcomeReleased, http.StatusBadGateway, "err", err.Error())
+		answerUpstreamError(d.w, http.StatusBadGateway, "the site could not be reached; retry later")
+	case aborted:
+		d.release("shutdown")
+		d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "shutdown")
+		answerShuttingDown(d.w)
+	case timedOut, broken:
+		status, what := http.StatusBadGateway, "the connection to the site broke after the request was sent"
+		if classify(ctx, p.abortCtx, err) == timedOut {
+			status, what = http.StatusGatewayTimeout, "the site did not answer within upstream_timeout"
+		}
+		if s.Ambiguous == contract.AmbiguousHold {
+			d.hold()
+		} else {
+			d.release("ambiguous outcome")
+		}
+		d.done(OutcomeAmbiguous, status, "err", err.Error(), "claim", s.Ambiguous)
+		answerUpstreamError(d.w, status, what+"; the handler may have run")
+	}
+}
+
+// heartbeat renews the lease every lease/3 while the site works (trap 6).
+func (d *delivery) heartbeat() (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(d.s.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
+					return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
+				})
+				if errors.Is(err, dedupe.ErrNotOwner) {
+					d.log.Error("claim lost while the site works: another delivery may run the handler too", "key", d.key)
+					return
+				}
+				if err != nil {
+					d.log.Warn("lease not renewed", "key", d.key, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+// complete stores the final answer. A few tries: if it is lost, the claim
+// stays processing until its lease ends and a retry runs the handler again.
+func (d *delivery) complete(c *capture) {
+	resp := storable(d.s, c)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
+			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp)
+		})
+		if err == nil || errors.Is(err, dedupe.ErrNotOwner) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	switch {
+	case errors.Is(err, dedupe.ErrNotOwner):
+		d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
+	case err != nil:
+		d.log.Error("answer not stored: a retry after the lease will run the handler again", "key", d.key, "err", err)
+	}
+}
+
+func (d *delivery) release(why string) {
+	err := d.p.storeCall(d.r, d.s, "release", func(ctx context.Context) error {
+		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner)
+	})
+	if err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
+		d.log.Warn("claim not released: it frees itself when its lease ends", "key", d.key, "why", why, "err", err)
+	}
+}
+
+func (d *delivery) hold() {
+	err := d.p.storeCall(d.r, d.s, "hold", func(ctx context.Context) error {
+		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner)
+	})
+	if err != nil {
+		d.log.Warn("claim not held: it frees itself when its lease ends", "key", d.key, "err", err)
+	}
+}

@@ -1,0 +1,220 @@
+// Package proxytest holds test helpers shared by every backend's tests: a
+// counting upstream, a proxy started in front of it, and the acceptance
+// protocol of DESIGN.md run through real HTTP.
+package proxytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
+)
+
+// Upstream is a site that counts executions of its handler per event id
+// (the X-Event-Id header, else the JSON body's "id"), and its peak
+// concurrency.
+type Upstream struct {
+	*httptest.Server
+	handler http.HandlerFunc
+
+	mu        sync.Mutex // guards the fields below
+	execs     map[string]int
+	total     int
+	inflight  int
+	peak      int
+	lastByKey map[string]http.Header
+}
+
+// NewUpstream starts a counting site. h runs after the call is counted;
+// nil answers 200 {"ok":true,"id":…}.
+func NewUpstream(t testing.TB, h http.HandlerFunc) *Upstream {
+	t.Helper()
+	u := &Upstream{handler: h, execs: map[string]int{}, lastByKey: map[string]http.Header{}}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// EventID returns the id the upstream counts a request under.
+func EventID(r *http.Request, body []byte) string {
+	if id := r.Header.Get("X-Event-Id"); id != "" {
+		return id
+	}
+	var v struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.ID != nil {
+		if s, ok := v.ID.(string); ok {
+			return s
+		}
+		b, _ := json.Marshal(v.ID)
+		return string(b)
+	}
+	return ""
+}
+
+func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	id := EventID(r, body)
+	u.mu.Lock()
+	u.execs[id]++
+	u.total++
+	u.inflight++
+	if u.inflight > u.peak {
+		u.peak = u.inflight
+	}
+	u.lastByKey[id] = r.Header.Clone()
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		u.inflight--
+		u.mu.Unlock()
+	}()
+	if u.handler != nil {
+		u.handler(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"ok":true,"id":`+jsonString(id)+`}`)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Executions returns how many times the handler ran for id.
+func (u *Upstream) Executions(id string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.execs[id]
+}
+
+// Total returns every call the handler got.
+func (u *Upstream) Total() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.total
+}
+
+// Peak returns the highest number of calls running at once.
+func (u *Upstream) Peak() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.peak
+}
+
+// LastHeader returns the headers of the last call for id.
+func (u *Upstream) LastHeader(id string) http.Header {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastByKey[id]
+}
+
+// Instance is a proxy started for a test.
+type Instance struct {
+	*httptest.Server
+	Proxy    *proxy.Proxy
+	Registry *prometheus.Registry
+	Logs     *SyncBuffer
+}
+
+// SyncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Start runs a proxy with configYAML in front of upstreamURL, logging JSON
+// into Logs and registering metrics in a fresh registry.
+func Start(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *Instance {
+	t.Helper()
+	c, err := contract.Parse([]byte(configYAML), "test.yaml")
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	u, err := url.Parse(upstreamURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Instance{Registry: prometheus.NewRegistry(), Logs: &SyncBuffer{}}
+	in.Proxy, err = proxy.New(proxy.Options{
+		Upstream: u, Contract: c, Store: store, Registerer: in.Registry,
+		Logger:           slog.New(slog.NewJSONHandler(in.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		HitFlushInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Server = httptest.NewServer(in.Proxy)
+	t.Cleanup(func() {
+		in.Server.Close()
+		_ = in.Proxy.Close(t.Context())
+	})
+	return in
+}
+
+// StartProxy is Start for callers that only need the server.
+func StartProxy(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *httptest.Server {
+	t.Helper()
+	return Start(t, store, upstreamURL, configYAML).Server
+}
+
+// Reply is one answer as the sender saw it.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Replayed reports whether the answer carries the replay marker.
+func (r Reply) Replayed() bool { return r.Header.Get(proxy.ReplayHeader) == "true" }
+
+// Post sends body to url with the given extra headers.
+func Post(t testing.TB, url, body string, header ...string) Reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("POST %s: %v", url, err)
+		return Reply{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("read answer: %v", err)
+	}
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
