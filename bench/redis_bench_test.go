@@ -1,17 +1,24 @@
 package bench_test
 
 // Redis store benchmarks: new-event and duplicate throughput with p50/p99
-// latency at 1, 8 and 32 concurrent senders, next to the reference a Redis
-// client gets from the same server for a bare SET NX.
+// latency at 1, 8 and 32 concurrent senders, at the store and through the
+// proxy, next to the reference a Redis client gets from the same server for
+// a bare SET NX (go-redis at the same concurrency, and redis-benchmark).
 //
-//	go test ./bench -run '^$' -bench Redis -benchtime 3s
+//	go test ./bench -run '^$' -bench Redis -benchtime 2s
 //
 // The server runs with the append-only file on, fsync every second (what the
-// README recommends), on loopback.
+// README recommends), on loopback; client, proxy and server share the
+// machine's cores.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -24,10 +31,42 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/redis"
 	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/proxy"
 )
+
+const redisBenchConfig = `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`
+
+// redisPost sends one webhook and checks the answer.
+func redisPost(c *http.Client, url, id string, wantReplay bool) error {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(`{"type":"order.paid","amount":100}`)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Event-Id", id)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: status %d", id, resp.StatusCode)
+	}
+	if replayed := resp.Header.Get(proxy.ReplayHeader) == "true"; replayed != wantReplay {
+		return fmt.Errorf("POST %s: replayed=%v, want %v", id, replayed, wantReplay)
+	}
+	return nil
+}
 
 var redisSenders = []int{1, 8, 32}
 
@@ -95,6 +134,27 @@ func BenchmarkRedis(b *testing.B) {
 	var run atomic.Int64
 	resp := dedupe.Response{Status: 200, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`)}
 
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	b.Cleanup(site.Close)
+	siteURL, _ := url.Parse(site.URL)
+	c, err := contract.Parse([]byte(redisBenchConfig), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	px, err := proxy.New(proxy.Options{Upstream: siteURL, Contract: c, Store: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pxSrv := httptest.NewServer(px)
+	b.Cleanup(func() { pxSrv.Close(); _ = px.Close(context.Background()) })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+	b.Cleanup(client.CloseIdleConnections)
+	hook := pxSrv.URL + "/hooks/shop"
+
 	for _, conc := range redisSenders {
 		// New event, store level: Claim (new key) + Complete, two round trips.
 		b.Run(fmt.Sprintf("store/new/senders=%d", conc), func(b *testing.B) {
@@ -134,6 +194,26 @@ func BenchmarkRedis(b *testing.B) {
 					return fmt.Errorf("claim %s = %v, want duplicate", key, res.Outcome)
 				}
 				return nil
+			})
+		})
+		// Through the proxy, new event: claim, forward, complete.
+		b.Run(fmt.Sprintf("proxy/new/senders=%d", conc), func(b *testing.B) {
+			prefix := fmt.Sprintf("new-%d-", run.Add(1))
+			redisLoad(b, conc, func(_ context.Context, i int64) error {
+				return redisPost(client, hook, prefix+strconv.FormatInt(i, 10), false)
+			})
+		})
+		// Through the proxy, duplicate: replayed from the stored answer.
+		b.Run(fmt.Sprintf("proxy/duplicate/senders=%d", conc), func(b *testing.B) {
+			prefix := fmt.Sprintf("dup-%d-", run.Add(1))
+			const keys = 256
+			for k := 0; k < keys; k++ {
+				if err := redisPost(client, hook, prefix+strconv.Itoa(k), false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			redisLoad(b, conc, func(_ context.Context, i int64) error {
+				return redisPost(client, hook, prefix+strconv.FormatInt(i%keys, 10), true)
 			})
 		})
 		// Reference: a bare SET NX through the same client library.
