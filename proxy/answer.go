@@ -35,6 +35,8 @@ func retryAfter(w http.ResponseWriter, d time.Duration) {
 }
 
 func answerTooLarge(w http.ResponseWriter, limit int64) {
+	// Do not wait for the rest of a body we refuse: close the connection.
+	w.Header().Set("Connection", "close")
 	problem(w, http.StatusRequestEntityTooLarge, "Payload too large",
 		"the body is larger than max_body ("+strconv.FormatInt(limit, 10)+" bytes)")
 }

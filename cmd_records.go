@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+func jsonFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON for scripts"}
+}
+
+func lookupCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "lookup",
+		Usage:     "show one record and the answer stored for it",
+		ArgsUsage: "SENDER KEY",
+		Flags:     []cli.Flag{storeFlag(), jsonFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return cli.Exit("usage: hookonce lookup [--store DSN] [--json] SENDER KEY", exitUsage)
+			}
+			sender, key := c.Args().Get(0), c.Args().Get(1)
+			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+				rec, err := s.Get(ctx, sender, key)
+				if errors.Is(err, dedupe.ErrNotFound) {
+					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
+				}
+				if err != nil {
+					return cli.Exit(err.Error(), exitRuntime)
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, rec.JSON())
+				}
+				printRecord(c.App.Writer, rec)
+				return nil
+			})
+		},
+	}
+}
+
+func listCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list recent records, newest first",
+		Flags: []cli.Flag{storeFlag(), jsonFlag(),
+			&cli.StringFlag{Name: "sender", Usage: "only this sender"},
+			&cli.StringFlag{Name: "status", Usage: "only this state: processing, done or unknown"},
+			&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many"},
+		},
+		Action: func(c *cli.Context) error {
+			state := dedupe.State(c.String("status"))
+			switch state {
+			case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown:
+			default:
+				return cli.Exit(fmt.Sprintf("--status %q: want processing, done or unknown", state), exitUsage)
+			}
+			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+				recs, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: state, Limit: c.Int("limit")})
+				if err != nil {
+					return cli.Exit(err.Error(), exitRuntime)
+				}
+				if c.Bool("json") {
+					out := make([]dedupe.RecordJSON, 0, len(recs))
+					for _, r := range recs {
+						out = append(out, r.JSON())
+					}
+					return printJSON(c.App.Writer, out)
+				}
+				printRecordTable(c.App.Writer, recs, time.Now())
+				return nil
+			})
+		},
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SENDER\tKEY\tSTATE\tSTATUS\tAGE\tHITS\tTAKEOVERS")
+	for _, r := range recs {
+		status := "-"
+		if r.Response != nil {
+			status = fmt.Sprint(r.Response.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Sender, r.Key, r.State, status, age(now, r.ReceivedAt), r.Hits, r.Takeovers)
+	}
+	tw.Flush()
+}
+
+func printRecord(w io.Writer, r dedupe.Record) {
+	j := r.JSON()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	row("sender", j.Sender)
+	row("key", j.Key)
+	row("state", j.State)
+	row("payload_sha256", j.PayloadSHA256)
+	row("received_at", j.ReceivedAt.Format(time.RFC3339))
+	if j.CompletedAt != nil {
+		row("completed_at", j.CompletedAt.Format(time.RFC3339))
+	}
+	if j.LeaseUntil != nil {
+		row("lease_until", j.LeaseUntil.Format(time.RFC3339))
+	}
+	row("expires_at", j.ExpiresAt.Format(time.RFC3339))
+	row("hits", j.Hits)
+	row("takeovers", j.Takeovers)
+	tw.Flush()
+	if j.Response == nil {
+		fmt.Fprintln(w, "response: (none yet)")
+		return
+	}
+	fmt.Fprintf(w, "response: %d", j.Response.Status)
+	if j.Response.Truncated {
+		fmt.Fprint(w, " (body truncated when stored)")
+	}
+	fmt.Fprintln(w)
+	for k, vs := range j.Response.Headers {
+		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(vs, ", "))
+	}
+	if j.Response.BodyText != nil {
+		fmt.Fprintf(w, "\n%s\n", *j.Response.BodyText)
+	} else {
+		fmt.Fprintf(w, "\n(binary body, base64) %s\n", j.Response.BodyBase64)
+	}
+}

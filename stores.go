@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+const defaultStore = "sqlite:hookonce.db"
+
+func storeFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name: "store", Value: defaultStore, EnvVars: []string{"HOOKONCE_STORE"},
+		Usage: "where claims and answers live: sqlite:PATH, postgres://…, redis://…",
+	}
+}
+
+// migrator is implemented by stores whose schema is applied on demand.
+type migrator interface {
+	Migrate(ctx context.Context) error
+}
+
+// openStore opens the backend a DSN names. It is the only place that knows
+// every backend.
+func openStore(ctx context.Context, dsn string) (dedupe.Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
+		return sqlite.Open(ctx, path)
+	default:
+		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", redactDSN(dsn))
+	}
+}
+
+// redactDSN hides a password in a DSN for messages.
+func redactDSN(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	scheme := strings.Index(dsn, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return dsn
+	}
+	userinfo := dsn[scheme+3 : at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return dsn[:scheme+3] + user + ":xxxxx" + dsn[at:]
+	}
+	return dsn
+}
+
+// withStore opens the --store of c for a one-shot command.
+func withStore(c *cli.Context, fn func(ctx context.Context, s dedupe.Store) error) error {
+	ctx := c.Context
+	s, err := openStore(ctx, c.String("store"))
+	if err != nil {
+		return cli.Exit(err.Error(), exitRuntime)
+	}
+	defer s.Close()
+	return fn(ctx, s)
+}
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "create or upgrade the store's schema (serve also does this on start)",
+		Flags: []cli.Flag{storeFlag()},
+		Action: func(c *cli.Context) error {
+			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+				if m, ok := s.(migrator); ok {
+					if err := m.Migrate(ctx); err != nil {
+						return cli.Exit("migrate: "+err.Error(), exitRuntime)
+					}
+				}
+				if err := s.Ping(ctx); err != nil {
+					return cli.Exit("migrate: "+err.Error(), exitRuntime)
+				}
+				fmt.Fprintln(c.App.Writer, "store is migrated:", redactDSN(c.String("store")))
+				return nil
+			})
+		},
+	}
+}
