@@ -113,7 +113,13 @@ func (h *hub) join(ctx context.Context, ch string) (chan struct{}, *waitSet, err
 	if ws == nil {
 		ws = &waitSet{ready: make(chan struct{}), waiters: map[chan struct{}]struct{}{}}
 		h.chans[ch] = ws
-		if err := h.ps.Subscribe(ctx, ch); err != nil {
+		err := h.ps.Subscribe(ctx, ch)
+		if err != nil && ctx.Err() == nil {
+			// The shared connection died with Redis; go-redis has dropped
+			// it now, and the second attempt dials afresh.
+			err = h.ps.Subscribe(ctx, ch)
+		}
+		if err != nil {
 			// go-redis keeps the channel and subscribes it on reconnect;
 			// undo that, this waiter leaves.
 			delete(h.chans, ch)

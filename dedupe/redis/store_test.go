@@ -359,3 +359,44 @@ func TestClaimAcrossRedisCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitChangeAfterRestart: the shared subscription comes back by itself
+// after Redis restarts; waiters on the same Store are woken again.
+func TestWaitChangeAfterRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.URL())
+	other := mustOpen(t, srv.URL())
+	wakeOnce := func(t *testing.T, key string) {
+		t.Helper()
+		mustClaimEventually(t, other, claimReq("restart", key, "h", "o", time.Minute))
+		done := make(chan error, 1)
+		go func() { done <- s.WaitChange(ctxT(t, 30*time.Second), "restart", key) }()
+		waitNumSub(t, srv, "hookonce:n:{restart:"+key+"}", ":1")
+		if err := other.Complete(ctxT(t, 5*time.Second), "restart", key, "o", dedupe.Response{Status: 200}); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("WaitChange(%s): %v", key, err)
+		}
+	}
+	wakeOnce(t, "before")
+	srv.Stop(t)
+	srv.Start(t)
+	wakeOnce(t, "after")
+}
+
+func mustClaimEventually(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest) {
+	t.Helper()
+	var err error
+	for i := 0; i < 50; i++ {
+		var res dedupe.ClaimResult
+		if res, err = s.Claim(ctxT(t, time.Second), r); err == nil {
+			if res.Outcome != dedupe.Claimed {
+				t.Fatalf("Claim(%s/%s) = %v, want claimed", r.Sender, r.Key, res.Outcome)
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("Claim(%s/%s): %v", r.Sender, r.Key, err)
+}
