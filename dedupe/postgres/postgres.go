@@ -220,83 +220,70 @@ func takeoverCond(r, t, hash string) string {
 	return fmt.Sprintf("(%[1]s.state = 'processing' AND %[1]s.lease_until <= %[2]s AND %[1]s.payload_hash = %[3]s)", r, t, hash)
 }
 
-// claimSQL is the whole claim in one statement. cur reads the row (no write,
-// no lock: a duplicate, conflict, in-progress or held delivery costs one
-// primary-key read); only when there is no row, or one that may be claimed,
-// does ins run: an INSERT whose ON CONFLICT … DO UPDATE re-decides on the
-// latest committed row version under its row lock, so that of any number of
-// concurrent claimers exactly one wins a free key or an expired lease.
-// EXCLUDED.received_at is the database clock at the insert.
-//
-// It returns one row (mine=true: the claim is ours; mine=false: the stored
-// row, which did not give way) or none (the row changed between the
-// snapshot and the insert; read it again).
-var claimSQL = `
-WITH cur AS (
-	SELECT r.*, (` + freshCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `) AS claimable
-	FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
-	WHERE r.sender = $1::text AND r.key = $2::text
-), ins AS (
-	INSERT INTO hookonce_records AS r
-		(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
-	SELECT $1::text, $2::text, 'processing', $3::text, $4::text,
-		n.t + $5::bigint * interval '1 microsecond', n.t,
-		n.t + $6::bigint * interval '1 microsecond', $7::bytea
-	FROM (SELECT clock_timestamp() AS t) n
-	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.claimable)
-	ON CONFLICT (sender, key) DO UPDATE SET
-		state = 'processing',
-		owner = EXCLUDED.owner,
-		lease_until = EXCLUDED.lease_until,
-		payload_hash = EXCLUDED.payload_hash,
-		received_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.received_at ELSE r.received_at END,
-		expires_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.expires_at ELSE r.expires_at END,
-		completed_at = NULL,
-		hits = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.hits END,
-		takeovers = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.takeovers + 1 END,
-		resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
-		request_body = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END
-	WHERE ` + freshCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
-	RETURNING ` + recordCols + `
-)
-SELECT true, * FROM ins
-UNION ALL
-SELECT false, ` + recordCols + ` FROM cur WHERE NOT cur.claimable`
-
-// rereadSQL is the follow-up read when the claim statement returned nothing.
-var rereadSQL = `
+// readSQL reads the row a claim is about, and whether it would give way to
+// this claim now (by the database clock). A duplicate, a conflict, an
+// in-progress or a held delivery is answered from this one primary-key read:
+// nothing is written or locked.
+var readSQL = `
 SELECT (` + freshCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
 FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
 WHERE r.sender = $1::text AND r.key = $2::text`
 
+// claimSQL takes the claim in one statement, run only when the read found
+// no row or one that gives way. Its ON CONFLICT … DO UPDATE re-decides on the
+// latest committed row version under the row lock, so that of any number of
+// concurrent claimers (in any number of processes) exactly one wins a free
+// key or an expired lease; the others get no row back. EXCLUDED.received_at
+// is the database clock at the insert.
+var claimSQL = `
+INSERT INTO hookonce_records AS r
+	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
+SELECT $1::text, $2::text, 'processing', $3::text, $4::text,
+	n.t + $5::bigint * interval '1 microsecond', n.t,
+	n.t + $6::bigint * interval '1 microsecond', $7::bytea
+FROM (SELECT clock_timestamp() AS t) n
+ON CONFLICT (sender, key) DO UPDATE SET
+	state = 'processing',
+	owner = EXCLUDED.owner,
+	lease_until = EXCLUDED.lease_until,
+	payload_hash = EXCLUDED.payload_hash,
+	received_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.received_at ELSE r.received_at END,
+	expires_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.expires_at ELSE r.expires_at END,
+	completed_at = NULL,
+	hits = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.hits END,
+	takeovers = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.takeovers + 1 END,
+	resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
+	request_body = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END
+WHERE ` + freshCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
+RETURNING ` + recordCols
+
 // Claim implements dedupe.Store.
+//
+// A read decides every case that writes nothing; only a new key, an
+// expired record or an expired lease goes on to the claim statement, which
+// re-decides atomically. When that statement returns no row (another
+// claimer won, or the row changed in between), the loop reads again in a new
+// statement; a row that vanished or expired in between is tried again, at
+// most claimAttempts times.
 func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	op := "claim " + req.Sender + "/" + req.Key
 	for range claimAttempts {
-		var mine bool
-		rec, err := scanRecord(s.pool.QueryRow(ctx, claimSQL, req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody), &mine)
+		var claimable bool
+		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
-		case err == nil && mine:
-			return ownClaim(rec), nil
-		case err == nil:
+		case err == nil && !claimable:
 			return dedupe.ClaimResult{Outcome: classify(rec, req.PayloadHash), Record: rec}, nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return dedupe.ClaimResult{}, fail(op, err)
+		}
+		rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, req.Sender, req.Key, req.PayloadHash,
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody))
+		switch {
+		case err == nil:
+			return ownClaim(rec), nil
 		case !errors.Is(err, pgx.ErrNoRows):
 			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, op, req, err)
 		}
-		// The row changed between the snapshot and the insert: read it in a
-		// new statement.
-		var claimable bool
-		rec, err = scanRecord(s.pool.QueryRow(ctx, rereadSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			continue // released in between: try again
-		case err != nil:
-			return dedupe.ClaimResult{}, fail(op, err)
-		case claimable:
-			continue // expired in between: try again
-		}
-		return dedupe.ClaimResult{Outcome: classify(rec, req.PayloadHash), Record: rec}, nil
 	}
 	return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w: the record kept changing under %d attempts", op, dedupe.ErrUnavailable, claimAttempts)
 }
@@ -311,16 +298,14 @@ func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
 // ambiguousClaim handles an error from the claim statement. When the
 // connection broke after the statement was sent, the claim may have been
 // committed under our owner token; if the context still allows a read, look,
-// so that a claim we own is not left to block its key until the lease ends.
-// Either way the answer is an error or our own claim, never a guess.
+// and say so. Either way the answer is an error, never a guess: the caller
+// does not forward, and a claim that did land frees after its lease.
 func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimRequest, err error) error {
 	if ctx.Err() != nil || !isUnavailable(err) {
 		return fail(op, err)
 	}
 	rec, rerr := s.Get(ctx, req.Sender, req.Key)
 	if rerr == nil && rec.State == dedupe.StateProcessing && rec.Owner == req.Owner {
-		// Reported as unavailable all the same: the caller's claim is not
-		// lost, it frees after its lease.
 		return fmt.Errorf("postgres %s: %w: %w (the claim was stored; it frees after its lease)", op, dedupe.ErrUnavailable, err)
 	}
 	return fail(op, err)
