@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/redis"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 )
 
@@ -32,6 +33,10 @@ func openStore(ctx context.Context, dsn string) (dedupe.Store, error) {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
 		return sqlite.Open(ctx, path)
+	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"),
+		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"):
+		// redis(s)://, redis(s)+sentinel://…?master_name=, redis(s)+cluster://
+		return redis.New(ctx, dsn)
 	default:
 		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", redactDSN(dsn))
 	}

@@ -104,6 +104,10 @@ type Store struct {
 // Options are go-redis's URL options (dial_timeout, read_timeout, pool_size,
 // …). Every call is bounded by its context's deadline as well.
 func New(ctx context.Context, url string) (*Store, error) {
+	// go-redis logs dial failures to stderr through a process-wide logger,
+	// once per attempt during an outage; every such error also reaches the
+	// caller (as ErrUnavailable), who logs it once, structured.
+	quietDriver.Do(func() { goredis.SetLogger(discardLogger{}) })
 	client, cluster, err := newClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("open redis store: %w", err)
@@ -116,6 +120,12 @@ func New(ctx context.Context, url string) (*Store, error) {
 	}
 	return s, nil
 }
+
+var quietDriver sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
 
 func newClient(url string) (goredis.UniversalClient, bool, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
