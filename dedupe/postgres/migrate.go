@@ -3,12 +3,15 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hookonce/hookonce/dedupe"
 )
 
 //go:embed migrations/*.sql
@@ -69,6 +72,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
 		return fmt.Errorf("postgres migrate: %w", err)
+	}
+	// Already current: nothing to lock and no DDL, so a role without CREATE
+	// can serve a database migrated by a stronger one.
+	if err := s.Ping(ctx); err == nil {
+		return nil
+	} else if errors.Is(err, dedupe.ErrUnavailable) {
+		return err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

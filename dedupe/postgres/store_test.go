@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,19 +89,11 @@ func TestInvalidDSNHidesPassword(t *testing.T) {
 	if err == nil {
 		t.Fatal("Open accepted a DSN with a bad port")
 	}
-	if got := err.Error(); contains(got, "s3cret") {
+	if got := err.Error(); strings.Contains(got, "s3cret") {
 		t.Fatalf("error shows the password: %s", got)
 	}
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
 
 // A duplicate, an in-progress and a conflicting delivery are answered from
 // a read: the row is neither updated nor locked (a lock would set xmax).
@@ -241,5 +234,42 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	s.Close()
 	if _, err := s.Claim(ctxFor(t, 5*time.Second), claimReq("k", "h")); !errors.Is(err, dedupe.ErrUnavailable) {
 		t.Fatalf("Claim on a closed store: err = %v, want ErrUnavailable", err)
+	}
+}
+
+// serve migrates on start; on a database already migrated by a stronger
+// role, a role that may only read and write the tables starts and claims.
+func TestLeastPrivilegeRoleServesMigratedDatabase(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.NewDatabase(t)
+	owner := mustNew(t, dsn)
+	ctx := ctxFor(t, 10*time.Second)
+	role := fmt.Sprintf("limited_%d", ownerN.Add(1))
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON hookonce_records, hookonce_conflicts TO ` + role,
+		`GRANT SELECT ON hookonce_schema_migrations TO ` + role,
+	} {
+		if _, err := owner.Pool().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	limitedDSN := strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
+	s := mustNew(t, limitedDSN)
+	r := claimReq("k", "h")
+	if res, err := s.Claim(ctx, r); err != nil || res.Outcome != dedupe.Claimed {
+		t.Fatalf("Claim as %s: %v, %v", role, res.Outcome, err)
+	}
+	if err := s.Complete(ctx, "s", "k", r.Owner, dedupe.Response{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordConflict(ctx, dedupe.Conflict{Sender: "s", Key: "k", StoredHash: "h", ReceivedHash: "x"}); err != nil {
+		t.Fatalf("RecordConflict as %s: %v", role, err)
+	}
+	if _, err := s.Purge(ctx, dedupe.PurgeRequest{}); err != nil {
+		t.Fatalf("Purge as %s: %v", role, err)
+	}
+	if _, err := s.Pool().Exec(ctx, `CREATE TABLE probe (id int)`); err == nil {
+		t.Fatalf("role %s may create tables: the test proves nothing", role)
 	}
 }
