@@ -94,7 +94,6 @@ func TestInvalidDSNHidesPassword(t *testing.T) {
 	}
 }
 
-
 // A duplicate, an in-progress and a conflicting delivery are answered from
 // a read: the row is neither updated nor locked (a lock would set xmax).
 func TestAnswersFromAReadWriteNothing(t *testing.T) {
