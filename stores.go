@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/dedupe/redis"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 )
@@ -37,6 +38,13 @@ func openStore(ctx context.Context, dsn string) (dedupe.Store, error) {
 		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"):
 		// redis(s)://, redis(s)+sentinel://…?master_name=, redis(s)+cluster://
 		return redis.New(ctx, dsn)
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		// Open does not migrate: serve and migrate call Migrate.
+		s, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	default:
 		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", redactDSN(dsn))
 	}
