@@ -1,0 +1,11 @@
+package contract_test
+
+import "testing"
+
+// The README points new users at this file: it must stay valid.
+func TestExampleConfigIsValid(t *testing.T) {
+	c := mustLoad(t, "../hookonce.example.yaml")
+	if len(c.Senders) == 0 {
+		t.Fatal("example config has no senders")
+	}
+}
