@@ -400,3 +400,25 @@ func mustClaimEventually(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest) {
 	}
 	t.Fatalf("Claim(%s/%s): %v", r.Sender, r.Key, err)
 }
+
+// TestConformanceCluster runs the suite through a Cluster client on a
+// one-node cluster: every script touches one slot ({sender:key}), the
+// indexes are kept outside the scripts, and Cluster's CROSSSLOT check would
+// refuse anything else.
+func TestConformanceCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.ClusterURL()) })
+	t.Run("WaitChange", func(t *testing.T) {
+		holder, waiter := mustOpen(t, srv.ClusterURL()), mustOpen(t, srv.ClusterURL())
+		mustClaim(t, holder, claimReq("cl", "evt", "h", "o", time.Minute), dedupe.Claimed)
+		done := make(chan error, 1)
+		go func() { done <- waiter.WaitChange(ctxT(t, 30*time.Second), "cl", "evt") }()
+		waitNumSub(t, srv, "hookonce:n:{cl:evt}", ":1")
+		if err := holder.Complete(ctxT(t, 5*time.Second), "cl", "evt", "o", dedupe.Response{Status: 200}); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("WaitChange: %v", err)
+		}
+	})
+}

@@ -10,6 +10,7 @@ package redistest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -311,4 +312,62 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(shared.dir)
 	}
 	os.Exit(code)
+}
+
+// StartCluster runs a one-node Redis Cluster holding every slot. One node is
+// enough to exercise what Cluster changes for a client: the server refuses
+// a script or transaction whose keys hash to different slots (CROSSSLOT).
+// ClusterURL names it.
+func StartCluster(tb testing.TB) *Server {
+	tb.Helper()
+	s := Start(tb, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	if got := s.Do(tb, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); got != "+OK" {
+		tb.Fatalf("CLUSTER ADDSLOTSRANGE = %q", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// CLUSTER INFO is a bulk reply; read it whole.
+		info, err := bulk(s.Addr, "CLUSTER INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("one-node cluster on %s not ok after 10s: %v %q", s.Addr, err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ClusterURL is the redis+cluster:// URL of a server from StartCluster.
+func (s *Server) ClusterURL() string { return "redis+cluster://" + s.Addr }
+
+// bulk sends one command and reads a bulk-string reply.
+func bulk(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
+	}
+	rd := bufio.NewReader(c)
+	head, err := rd.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	head = strings.TrimRight(head, "\r\n")
+	if !strings.HasPrefix(head, "$") {
+		return head, fmt.Errorf("%s: reply %q", cmd, head)
+	}
+	n, err := strconv.Atoi(head[1:])
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("%s: reply %q", cmd, head)
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
