@@ -33,6 +33,8 @@ func newApp() *cli.App {
 			listCommand(),
 			migrateCommand(),
 			versionCommand(),
+			probeCommand(),
+			healthCommand(),
 		},
 		// Exit codes are decided in main, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},
