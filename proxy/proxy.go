@@ -63,8 +63,9 @@ type Proxy struct {
 	// every forward runs under it instead of under the sender's request.
 	abortCtx context.Context
 	abort    context.CancelFunc
-	inflight sync.WaitGroup
-	closed   atomic.Bool
+	mu       sync.Mutex     // guards closing, and inflight.Add against Close's Wait
+	closing  bool           // set by Close: no new forwards start
+	inflight sync.WaitGroup // forwards at the site
 }
 
 // New builds a Proxy.
@@ -109,7 +110,9 @@ func (p *Proxy) Contract() *contract.Contract { return p.contract.Load() }
 // rest (their claims are released so the senders' retries run them), and
 // writes pending hit counts. The store is not closed.
 func (p *Proxy) Close(ctx context.Context) error {
-	p.closed.Store(true)
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() { p.inflight.Wait(); close(done) }()
 	var err error
@@ -413,9 +416,18 @@ func (d *delivery) forwardPlain() {
 // freed.
 func (d *delivery) forwardClaimed() {
 	p, s := d.p, d.s
-	p.inflight.Add(1)
-	defer p.inflight.Done()
 	defer p.waiters.fire(s.Name, d.key)
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		d.release("shutdown")
+		d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "shutdown")
+		answerShuttingDown(d.w)
+		return
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	defer p.inflight.Done()
 
 	// Trap 2: the forward runs under hookonce's own deadline, not under the
 	// sender's connection, so a sender that hangs up does not abort a site
