@@ -1,0 +1,344 @@
+package postgres_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/proxy"
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+func TestAcceptance(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	proxytest.RunAcceptance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}
+
+// Two hookonce replicas (separate handlers, separate pools) in front of one
+// site and one database: 10 events × 6 deliveries at once, spread over
+// both, run the site's handler exactly 10 times and every delivery gets 2xx.
+func TestTwoReplicas(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond) // long enough for every copy to arrive while it runs
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	})
+	replicas := []*proxytest.Instance{
+		proxytest.Start(t, mustNew(t, dsn), site.URL, proxytest.AcceptanceConfig),
+		proxytest.Start(t, mustNew(t, dsn), site.URL, proxytest.AcceptanceConfig),
+	}
+	const events, copies = 10, 6
+	replies := make([][]proxytest.Reply, events)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for e := range events {
+		replies[e] = make([]proxytest.Reply, copies)
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				url := replicas[(e+c)%2].URL + "/hooks/shop"
+				replies[e][c] = proxytest.Post(t, url, fmt.Sprintf(`{"id":"two-replicas-%d","n":1}`, e))
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for e := range events {
+		id := fmt.Sprintf("two-replicas-%d", e)
+		if n := site.Executions(id); n != 1 {
+			t.Errorf("%s: %d executions, want 1", id, n)
+		}
+		for c, r := range replies[e] {
+			if r.Status < 200 || r.Status > 299 {
+				t.Errorf("%s delivery %d: status %d %s", id, c, r.Status, r.Body)
+			}
+		}
+	}
+	if n := site.Total(); n != events {
+		t.Errorf("site ran %d times in all, want %d", n, events)
+	}
+}
+
+const outageConfig = `
+defaults:
+  store_timeout: 500ms
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+`
+
+// The database is down: a new event is refused with 503 + Retry-After and
+// the site sees nothing; once it is back, the sender's retry is processed
+// once, by the same proxy and store.
+func TestOutageThroughProxy(t *testing.T) {
+	srv := pgtest.Start(t)
+	store := mustNew(t, srv.NewDatabase(t))
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, outageConfig)
+	url := px.URL + "/hooks/shop"
+	body := `{"id":"during-outage"}`
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	got := proxytest.Post(t, url, body)
+	if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+		t.Fatalf("database down: %d Retry-After=%q %s", got.Status, got.Header.Get("Retry-After"), got.Body)
+	}
+	if took := time.Since(began); took > 500*time.Millisecond+slack {
+		t.Fatalf("503 took %v with store_timeout 500ms", took)
+	}
+	if n := site.Total(); n != 0 {
+		t.Fatalf("site called %d times while the database was down", n)
+	}
+
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The sender retries until it gets through.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got = proxytest.Post(t, url, body)
+		if got.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got.Status != http.StatusOK || got.Replayed() {
+		t.Fatalf("retry after the outage: %d replayed=%v %s", got.Status, got.Replayed(), got.Body)
+	}
+	if again := proxytest.Post(t, url, body); !again.Replayed() {
+		t.Fatalf("repeat after the outage not replayed: %d", again.Status)
+	}
+	if n := site.Executions("during-outage"); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+}
+
+// crashChildEnv makes the test binary, re-executed, serve as a hookonce
+// process of its own (see init below) so that the test can
+// kill -9 it.
+const crashChildEnv = "HOOKONCE_PGTEST_CHILD"
+
+const crashConfig = `
+defaults:
+  lease: 1s
+  in_progress: reject
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+`
+
+func init() {
+	if os.Getenv(crashChildEnv) == "" {
+		return
+	}
+	// Child mode: serve a proxy on the Postgres store until killed.
+	err := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		store, err := postgres.New(ctx, os.Getenv("HOOKONCE_PGTEST_DSN"))
+		if err != nil {
+			return err
+		}
+		c, err := contract.Parse([]byte(crashConfig), "crash.yaml")
+		if err != nil {
+			return err
+		}
+		up, err := url.Parse(os.Getenv("HOOKONCE_PGTEST_UPSTREAM"))
+		if err != nil {
+			return err
+		}
+		p, err := proxy.New(proxy.Options{Upstream: up, Contract: c, Store: store})
+		if err != nil {
+			return err
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("LISTEN %s\n", l.Addr())
+		return http.Serve(l, p)
+	}()
+	fmt.Fprintln(os.Stderr, "child:", err)
+	os.Exit(1)
+}
+
+// startChild runs a hookonce process on dsn in front of upstream and
+// returns it and its address.
+func startChild(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "HOOKONCE_PGTEST_DSN="+dsn, "HOOKONCE_PGTEST_UPSTREAM="+upstream)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "LISTEN ")
+	if err != nil || !ok {
+		t.Fatalf("child did not start: %q %v", line, err)
+	}
+	return cmd, "http://" + addr
+}
+
+// startBinary builds the hookonce binary and runs `hookonce serve` on dsn in
+// front of upstream with crashConfig.
+func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool to build the binary with")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hookonce")
+	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/hookonce/hookonce").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "hookonce.yaml")
+	if err := os.WriteFile(cfg, []byte(crashConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--store", dsn, "--config", cfg,
+		"--listen", "127.0.0.1:0", "--log-format", "json")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(logs)
+	for lines.Scan() {
+		var entry struct{ Msg, Listen string }
+		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "hookonce serving" {
+			go io.Copy(io.Discard, logs)
+			return cmd, "http://" + entry.Listen
+		}
+	}
+	t.Fatal("hookonce serve exited before it listened")
+	return nil, ""
+}
+
+// A hookonce process dies (kill -9) while its request sits at a slow site.
+// Its claim stays processing (retries are refused) until the lease ends;
+// then a retry at another instance takes it over and completes. The site
+// ran twice: the documented at-least-once boundary, counted as one takeover.
+func TestCrashedProcessClaimIsTakenOver(t *testing.T) {
+	starters := []struct {
+		name  string
+		start func(t *testing.T, dsn, upstream string) (*exec.Cmd, string)
+	}{
+		{"TestBinaryAsProxy", startChild},
+		{"HookonceServe", startBinary},
+	}
+	for _, st := range starters {
+		t.Run(st.name, func(t *testing.T) { crashTakeover(t, st.start) })
+	}
+}
+
+func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream string) (*exec.Cmd, string)) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	arrived := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	defer close(unblock)
+	var calls sync.Mutex
+	first := true
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Lock()
+		wasFirst := first
+		first = false
+		calls.Unlock()
+		if wasFirst {
+			arrived <- struct{}{}
+			select { // the site is still working when hookonce dies
+			case <-unblock:
+			case <-time.After(20 * time.Second):
+			}
+		}
+		io.WriteString(w, `{"ok":true}`)
+	})
+	child, childURL := startProcess(t, dsn, site.URL)
+	body := `{"id":"crash-1"}`
+	go func() {
+		// Its answer never comes: the process dies under it.
+		resp, err := http.Post(childURL+"/hooks/shop", "application/json", strings.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request never reached the site")
+	}
+
+	store := mustNew(t, dsn)
+	held, err := store.Get(ctxFor(t, 5*time.Second), "shop", "crash-1")
+	if err != nil || held.State != dedupe.StateProcessing {
+		t.Fatalf("claim while at the site: %+v, %v", held, err)
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+
+	second := proxytest.Start(t, store, site.URL, crashConfig)
+	url := second.URL + "/hooks/shop"
+	refused := 0
+	deadline := time.Now().Add(15 * time.Second)
+	var got proxytest.Reply
+	for {
+		got = proxytest.Post(t, url, body)
+		if got.Status != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		refused++ // the dead process's lease is still alive
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got.Status != http.StatusOK || got.Replayed() {
+		t.Fatalf("retry after the lease: %d replayed=%v %s", got.Status, got.Replayed(), got.Body)
+	}
+	if refused == 0 {
+		t.Error("no retry was refused while the dead process's lease was alive")
+	}
+	rec, err := store.Get(ctxFor(t, 5*time.Second), "shop", "crash-1")
+	if err != nil || rec.State != dedupe.StateDone || rec.Takeovers != 1 {
+		t.Fatalf("record after takeover: state %s takeovers %d, %v; want done and 1", rec.State, rec.Takeovers, err)
+	}
+	if n := site.Executions("crash-1"); n != 2 {
+		t.Fatalf("site ran %d times, want 2 (the dead process's call and the takeover)", n)
+	}
+	if again := proxytest.Post(t, url, body); !again.Replayed() {
+		t.Fatalf("delivery after the takeover not replayed: %d", again.Status)
+	}
+}
