@@ -238,30 +238,48 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 		cut := req.ReceivedBefore.UnixMilli()
 		index, mode, max, arg = globalIndex, "before", "("+fmt.Sprint(cut), cut
 	}
+	if err := removeScript.Load(ctx, s.client).Err(); err != nil {
+		return 0, unavailable("purge", err)
+	}
 	removed := 0
-	var offset int64
+	var offset int64 // entries to skip: live leases (or not yet due) stay indexed
 	for req.Limit <= 0 || removed < req.Limit {
+		count := int64(pageSize)
+		if req.Limit > 0 {
+			count = min(count, int64(req.Limit-removed))
+		}
 		members, err := s.client.ZRangeByScore(ctx, index, &goredis.ZRangeBy{
-			Min: "-inf", Max: max, Offset: offset, Count: pageSize,
+			Min: "-inf", Max: max, Offset: offset, Count: count,
 		}).Result()
 		if err != nil {
 			return removed, unavailable("purge", err)
 		}
-		for _, m := range members {
-			if req.Limit > 0 && removed >= req.Limit {
-				break
+		if len(members) == 0 {
+			break
+		}
+		refs := make([]ref, len(members))
+		cmds := make([]*goredis.Cmd, len(members))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, m := range members {
+				refs[i] = refFromMember(m)
+				cmds[i] = removeScript.EvalSha(ctx, p, s.keys(refs[i], 4), refs[i].args(mode, arg)...)
 			}
-			res, err := s.remove(ctx, refFromMember(m), mode, arg)
-			if err != nil {
-				return removed, unavailable("purge", err)
-			}
-			if res == "kept" {
-				offset++ // a live lease (or not yet due) stays in the index
+			return nil
+		})
+		if err != nil {
+			return removed, unavailable("purge", err)
+		}
+		for i, c := range cmds {
+			if res, _ := c.Text(); res == "kept" {
+				offset++
 				continue
+			}
+			if err := s.unindexCluster(ctx, refs[i]); err != nil {
+				return removed, unavailable("purge", err)
 			}
 			removed++
 		}
-		if len(members) < pageSize {
+		if int64(len(members)) < count {
 			break
 		}
 	}

@@ -422,3 +422,51 @@ func TestConformanceCluster(t *testing.T) {
 		}
 	})
 }
+
+// TestPurgePagesPastLiveLeases: more expired records than one page, behind
+// live leases that must stay, are removed in bounded batches and counted.
+func TestPurgePagesPastLiveLeases(t *testing.T) {
+	srv := redistest.Start(t) // alone: Purge is store-wide
+	s := mustOpen(t, srv.URL())
+	ctx := ctxT(t, 30*time.Second)
+	short := func(key string, lease time.Duration) dedupe.ClaimRequest {
+		return dedupe.ClaimRequest{Sender: "purge", Key: key, PayloadHash: "h", Owner: "o-" + key, Lease: lease, TTL: 50 * time.Millisecond}
+	}
+	for i := 0; i < 3; i++ { // past ttl, lease alive: first in the expiry index
+		mustClaim(t, s, short(fmt.Sprintf("live-%d", i), time.Minute), dedupe.Claimed)
+	}
+	const expired = 450
+	for i := 0; i < expired; i++ {
+		key := fmt.Sprintf("old-%d", i)
+		mustClaim(t, s, short(key, 10*time.Millisecond), dedupe.Claimed)
+		if i%2 == 0 { // half done, half dead claims
+			if err := s.Complete(ctx, "purge", key, "o-"+key, dedupe.Response{Status: 200}); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	steps := []struct {
+		limit, want int
+	}{{300, 300}, {0, expired - 300}, {0, 0}}
+	for _, st := range steps {
+		n, err := s.Purge(ctx, dedupe.PurgeRequest{Limit: st.limit})
+		if err != nil {
+			t.Fatalf("Purge(limit %d): %v", st.limit, err)
+		}
+		if n != st.want {
+			t.Fatalf("Purge(limit %d) = %d, want %d", st.limit, n, st.want)
+		}
+	}
+	recs, err := s.List(ctx, dedupe.ListFilter{Sender: "purge"})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("after purge List = %d records, want the 3 live leases", len(recs))
+	}
+	// --older-than never takes a live lease either.
+	if n, err := s.Purge(ctx, dedupe.PurgeRequest{ReceivedBefore: time.Now().Add(time.Hour)}); err != nil || n != 0 {
+		t.Fatalf("Purge(older-than) = %d, %v; want 0 (only live leases left)", n, err)
+	}
+}
