@@ -56,7 +56,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "sender rules (YAML); without it every request passes through"},
 			storeFlag(),
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKONCE_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, how long deliveries at the site may finish before they are aborted and their claims released"},
-		}, logFlags()...),
+		}, append(adminFlags(), logFlags()...)...),
 		Action: serve,
 	}
 }
@@ -118,6 +118,10 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
+	adm, err := loadAdminConfig(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
 	for _, w := range sc.contract.Warnings {
 		log.Warn(w)
 	}
@@ -146,6 +150,12 @@ func serve(c *cli.Context) error {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
 
+	as, err := startAdmin(adm, store, reg, log)
+	if err != nil {
+		return cli.Exit(err.Error(), exitRuntime)
+	}
+	defer stopAdmin(as, log)
+
 	ln, err := net.Listen("tcp", sc.listen)
 	if err != nil {
 		return cli.Exit("listen: "+err.Error(), exitRuntime)
@@ -173,6 +183,8 @@ func serve(c *cli.Context) error {
 		select {
 		case err := <-served:
 			return cli.Exit("serve: "+err.Error(), exitRuntime)
+		case err := <-as.Done():
+			return cli.Exit("admin listener: "+err.Error(), exitRuntime)
 		case <-reloads:
 			reload(sc, p, log)
 		case <-ctx.Done():

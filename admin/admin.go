@@ -1,0 +1,301 @@
+// Package admin is hookonce's admin listener: health probes, Prometheus
+// metrics, the JSON API over stored records and conflicts, and a read-only
+// inspection page (/ui) for people who would rather look than read JSON.
+//
+// It talks to dedupe.Store only and never imports a backend. It must never
+// log or echo the admin token, and it logs no request or response body.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultReadyTimeout = 2 * time.Second
+	DefaultStoreTimeout = 5 * time.Second
+	// DefaultLimit is how many records or conflicts a list answers when the
+	// caller names no limit; MaxLimit caps what a caller may ask for.
+	DefaultLimit = 50
+	MaxLimit     = 1000
+)
+
+// Options configure the admin handler. Store is required.
+type Options struct {
+	Store dedupe.Store
+	// Gatherer is what /metrics exposes (the registry the proxy registered
+	// on); nil serves an empty registry.
+	Gatherer prometheus.Gatherer
+	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
+	// on everything but /healthz and /readyz (and, for /ui, as the session
+	// cookie set by /ui/login). Empty means no authentication: serve refuses
+	// that on a non-loopback address.
+	Token string
+	// Logger receives failures of store calls; nil discards.
+	Logger *slog.Logger
+	// ReadyTimeout bounds the store ping of /readyz; 0 means
+	// DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// StoreTimeout bounds every other store call; 0 means
+	// DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Now is the clock the page's ages are shown against; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the admin listener's routes.
+type Handler struct {
+	o     Options
+	mux   *http.ServeMux
+	log   *slog.Logger
+	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
+	// session is the /ui cookie value: derived from the token, so the
+	// cookie never carries the token itself.
+	session string
+}
+
+// New builds the admin handler.
+func New(o Options) (*Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("new admin handler: store is required")
+	}
+	if o.Gatherer == nil {
+		o.Gatherer = prometheus.NewRegistry()
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if o.Token != "" {
+		h.token = sha256.Sum256([]byte(o.Token))
+		h.session = sessionValue(o.Token)
+	}
+
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.mux.Handle("GET /metrics", h.bearer(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	})))
+	// {key...}: event ids may contain slashes (escaped or not).
+	h.mux.Handle("GET /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.getEvent)))
+	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.deleteEvent)))
+	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
+	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
+	h.routeUI()
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem(w, http.StatusNotFound, "Not found", "no such admin route")
+	})
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries the bearer token (or no token is
+// configured).
+func (h *Handler) authorized(r *http.Request) bool {
+	if h.o.Token == "" {
+		return true
+	}
+	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	// Hashing first makes the comparison independent of the length of
+	// either side.
+	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
+	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
+}
+
+// bearer guards next with the admin token.
+func (h *Handler) bearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.authorized(r) {
+			unauthorized(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
+	problem(w, http.StatusUnauthorized, "Unauthorized", "send Authorization: Bearer <admin token>")
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.ReadyTimeout)
+	defer cancel()
+	if err := h.o.Store.Ping(ctx); err != nil {
+		// The probe is unauthenticated: the reason goes to the log only.
+		h.log.Warn("admin: store not ready", "err", err)
+		problem(w, http.StatusServiceUnavailable, "Not ready", "the store is unreachable or not migrated")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (h *Handler) storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.o.StoreTimeout)
+}
+
+func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request) {
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	rec, err := h.o.Store.Get(ctx, sender, key)
+	if err != nil {
+		h.storeError(w, "get", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.JSON())
+}
+
+func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	if err := h.o.Store.Forget(ctx, sender, key); err != nil {
+		h.storeError(w, "forget", err)
+		return
+	}
+	h.log.Info("admin: record released", "sender", sender, "key", key)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
+	f, err := listFilter(r, true)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "Bad request", err.Error())
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	recs, err := h.o.Store.List(ctx, f)
+	if err != nil {
+		h.storeError(w, "list", err)
+		return
+	}
+	out := make([]dedupe.RecordJSON, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, rec.JSON())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
+	f, err := listFilter(r, false)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "Bad request", err.Error())
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	cs, err := h.o.Store.Conflicts(ctx, f)
+	if err != nil {
+		h.storeError(w, "conflicts", err)
+		return
+	}
+	out := make([]dedupe.ConflictJSON, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.JSON())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listFilter reads sender=, status= (when withState) and limit=.
+func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
+	q := r.URL.Query()
+	f := dedupe.ListFilter{Sender: q.Get("sender"), Limit: DefaultLimit}
+	if withState {
+		st, err := parseState(q.Get("status"))
+		if err != nil {
+			return f, err
+		}
+		f.State = st
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return f, errors.New("limit: want a positive whole number")
+		}
+		f.Limit = min(n, MaxLimit)
+	}
+	return f, nil
+}
+
+func parseState(s string) (dedupe.State, error) {
+	switch st := dedupe.State(s); st {
+	case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown:
+		return st, nil
+	}
+	return "", errors.New("status: want processing, done or unknown")
+}
+
+// storeError maps a store error to an answer: the one place that does.
+func (h *Handler) storeError(w http.ResponseWriter, op string, err error) {
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		problem(w, http.StatusNotFound, "Not found", "no record for this sender and key")
+	case errors.Is(err, dedupe.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		h.log.Warn("admin: store unavailable", "op", op, "err", err)
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusServiceUnavailable, "Store unavailable", "the store did not answer; retry later")
+	default:
+		h.log.Error("admin: store call failed", "op", op, "err", err)
+		problem(w, http.StatusInternalServerError, "Store error", "the store call failed; see the hookonce log")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// problem writes an RFC 9457 problem+json answer.
+func problem(w http.ResponseWriter, status int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": title, "status": status, "detail": detail,
+	})
+}

@@ -1,0 +1,302 @@
+package admin
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// The inspection page: server-rendered, read-only, no JavaScript.
+//
+// A browser cannot send a bearer header from its address bar, so /ui also
+// accepts a session cookie, set by /ui/login when it is given the admin
+// token (a form POST, or GET ?token= for scripts and headless browsers).
+// The cookie carries an HMAC derived from the token, never the token
+// itself; it is HttpOnly, SameSite=Strict and scoped to Path=/ui. The page
+// only reads, so the cookie cannot be used to change anything.
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"eventURL": eventURL,
+	"short":    shortHash,
+	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"join":     strings.Join,
+}).ParseFS(templateFS, "templates/*.html"))
+
+// CookieName is the /ui session cookie.
+const CookieName = "hookonce_admin"
+
+func sessionValue(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("hookonce admin ui session v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (h *Handler) routeUI() {
+	h.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/events", http.StatusSeeOther)
+	})
+	h.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/events", http.StatusSeeOther)
+	})
+	h.mux.HandleFunc("GET /ui/login", h.login)
+	h.mux.HandleFunc("POST /ui/login", h.login)
+	h.mux.HandleFunc("GET /ui/logout", h.logout)
+	h.mux.Handle("GET /ui/events", h.uiAuth(h.uiEvents))
+	h.mux.Handle("GET /ui/events/{sender}/{key...}", h.uiAuth(h.uiEvent))
+	h.mux.Handle("GET /ui/conflicts", h.uiAuth(h.uiConflicts))
+}
+
+// uiAuthorized accepts the bearer header or the session cookie.
+func (h *Handler) uiAuthorized(r *http.Request) bool {
+	if h.authorized(r) {
+		return true
+	}
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.session)) == 1
+}
+
+func (h *Handler) uiAuth(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.uiAuthorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
+			h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in"})
+			return
+		}
+		next(w, r)
+	})
+}
+
+type loginPage struct {
+	Title string
+	Wrong bool
+	Open  bool // no token configured: nothing to sign in to
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if h.o.Token == "" {
+		http.Redirect(w, r, "/ui/events", http.StatusSeeOther)
+		return
+	}
+	var given string
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		given = r.PostFormValue("token")
+	} else {
+		given = r.URL.Query().Get("token")
+	}
+	if given == "" {
+		h.render(w, http.StatusOK, "login.html", loginPage{Title: "Sign in"})
+		return
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
+	if subtle.ConstantTimeCompare(got[:], h.token[:]) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
+		h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in", Wrong: true})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: h.session, Path: "/ui",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	// Redirect so the token leaves the address bar and the history entry.
+	http.Redirect(w, r, "/ui/events", http.StatusSeeOther)
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/ui", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+type eventsPage struct {
+	Title   string
+	Sender  string
+	Status  string
+	Limit   int
+	Senders []string
+	States  []string
+	Rows    []eventRow
+	Error   string
+}
+
+type eventRow struct {
+	dedupe.Record
+	Age string
+}
+
+func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
+	p := eventsPage{Title: "Events", States: []string{"processing", "done", "unknown"}}
+	f, err := listFilter(r, true)
+	p.Sender, p.Status, p.Limit = f.Sender, string(f.State), f.Limit
+	if err != nil {
+		p.Error = err.Error()
+		h.render(w, http.StatusBadRequest, "events.html", p)
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	recs, err := h.o.Store.List(ctx, f)
+	if err != nil {
+		h.uiStoreError(w, "list", err)
+		return
+	}
+	now := h.o.Now()
+	seen := map[string]bool{}
+	for _, rec := range recs {
+		p.Rows = append(p.Rows, eventRow{Record: rec, Age: age(now, rec.ReceivedAt)})
+		if !seen[rec.Sender] {
+			seen[rec.Sender] = true
+			p.Senders = append(p.Senders, rec.Sender)
+		}
+	}
+	h.render(w, http.StatusOK, "events.html", p)
+}
+
+type eventPage struct {
+	Title  string
+	Record dedupe.RecordJSON
+	Age    string
+	// Headers are the stored response headers, sorted by name.
+	Headers [][2]string
+}
+
+func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	rec, err := h.o.Store.Get(ctx, sender, key)
+	if err != nil {
+		h.uiStoreError(w, "get", err)
+		return
+	}
+	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: age(h.o.Now(), rec.ReceivedAt)}
+	if rec.Response != nil {
+		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {
+			for _, v := range rec.Response.Header[name] {
+				p.Headers = append(p.Headers, [2]string{name, v})
+			}
+		}
+	}
+	h.render(w, http.StatusOK, "event.html", p)
+}
+
+type conflictsPage struct {
+	Title  string
+	Sender string
+	Limit  int
+	Rows   []conflictRow
+	Error  string
+}
+
+type conflictRow struct {
+	dedupe.Conflict
+	Age string
+}
+
+func (h *Handler) uiConflicts(w http.ResponseWriter, r *http.Request) {
+	p := conflictsPage{Title: "Conflicts"}
+	f, err := listFilter(r, false)
+	p.Sender, p.Limit = f.Sender, f.Limit
+	if err != nil {
+		p.Error = err.Error()
+		h.render(w, http.StatusBadRequest, "conflicts.html", p)
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	cs, err := h.o.Store.Conflicts(ctx, f)
+	if err != nil {
+		h.uiStoreError(w, "conflicts", err)
+		return
+	}
+	now := h.o.Now()
+	for _, c := range cs {
+		p.Rows = append(p.Rows, conflictRow{Conflict: c, Age: age(now, c.ReceivedAt)})
+	}
+	h.render(w, http.StatusOK, "conflicts.html", p)
+}
+
+type errorPage struct {
+	Title   string
+	Message string
+}
+
+func (h *Handler) uiStoreError(w http.ResponseWriter, op string, err error) {
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		h.render(w, http.StatusNotFound, "error.html", errorPage{Title: "Not found",
+			Message: "No record for this sender and key: it was never claimed, was released, or expired."})
+	default:
+		h.log.Warn("admin: store call failed", "op", op, "err", err)
+		h.render(w, http.StatusServiceUnavailable, "error.html", errorPage{Title: "Store unavailable",
+			Message: "The store did not answer; see the hookonce log and retry."})
+	}
+}
+
+// render executes a page into a buffer first, so a template error never
+// leaves half a page behind.
+func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.log.Error("admin: page not rendered", "page", name, "err", err)
+		http.Error(w, "page not rendered", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+func eventURL(sender, key string) string {
+	return "/ui/events/" + url.PathEscape(sender) + "/" + url.PathEscape(key)
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
