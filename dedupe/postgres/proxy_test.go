@@ -136,6 +136,41 @@ func TestOutageThroughProxy(t *testing.T) {
 	}
 }
 
+// A frozen database (SIGSTOP on the server and its backends) answers a new
+// event with 503 + Retry-After within store_timeout, and the site sees
+// nothing. (The store-level test checks that no goroutine is left behind.)
+func TestPausedDatabaseThroughProxy(t *testing.T) {
+	srv := pgtest.Start(t)
+	store, err := postgres.New(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, outageConfig)
+	url := px.URL + "/hooks/shop"
+	if got := proxytest.Post(t, url, `{"id":"before-pause"}`); got.Status != http.StatusOK {
+		t.Fatalf("before the pause: %d %s", got.Status, got.Body)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	for _, body := range []string{`{"id":"while-paused"}`, `{"id":"before-pause"}`} {
+		began := time.Now()
+		got := proxytest.Post(t, url, body)
+		if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s with the database paused: %d Retry-After=%q %s", body, got.Status, got.Header.Get("Retry-After"), got.Body)
+		}
+		if took := time.Since(began); took > 500*time.Millisecond+slack {
+			t.Fatalf("503 took %v with store_timeout 500ms", took)
+		}
+	}
+	if n := site.Total(); n != 1 {
+		t.Fatalf("site called %d times, want 1 (before the pause only)", n)
+	}
+}
+
 // crashChildEnv makes the test binary, re-executed, serve as a hookonce
 // process of its own (see init below) so that the test can
 // kill -9 it.
