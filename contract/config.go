@@ -178,7 +178,7 @@ type senderFile struct {
 	Key        []keyPartFile    `yaml:"key"`
 	Signature  *SignatureConfig `yaml:"signature"`
 	policyFile `yaml:",inline"`
-	line       int
+	node       *yaml.Node // where it is in the file, for line numbers
 }
 
 type file struct {
@@ -208,12 +208,16 @@ func Parse(data []byte, name string) (*Contract, error) {
 		}
 		return nil, e
 	}
-	// Line numbers of senders, for the messages below.
+	// The node tree gives the messages below their line numbers.
 	var root yaml.Node
-	if yaml.Unmarshal(data, &root) == nil {
-		for i, line := range senderLines(&root) {
-			if i < len(f.Senders) {
-				f.Senders[i].line = line
+	var top *yaml.Node
+	if yaml.Unmarshal(data, &root) == nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		top = root.Content[0]
+		if list := lookupNode(top, "senders"); list != nil && list.Kind == yaml.SequenceNode {
+			for i, item := range list.Content {
+				if i < len(f.Senders) {
+					f.Senders[i].node = item
+				}
 			}
 		}
 	}
@@ -222,13 +226,14 @@ func Parse(data []byte, name string) (*Contract, error) {
 	if f.MaxBody != nil {
 		c.MaxBody = int64(*f.MaxBody)
 		if c.MaxBody <= 0 {
-			e.add(Problem{Field: "max_body", Msg: "must be positive"})
+			e.add(Problem{Line: fieldLine(top, "max_body"), Field: "max_body", Msg: "must be positive"})
 		}
 	}
 	base := builtinSender()
 	if probs := base.apply(&f.Defaults); len(probs) > 0 {
 		for _, p := range probs {
 			p.Field = "defaults." + p.Field
+			p.Line = fieldLine(top, p.Field)
 			e.add(p)
 		}
 	}
@@ -241,11 +246,11 @@ func Parse(data []byte, name string) (*Contract, error) {
 			label = fmt.Sprintf("#%d", i+1)
 		}
 		for _, p := range probs {
-			p.Sender, p.Line = label, sf.line
+			p.Sender, p.Line = label, fieldLine(sf.node, p.Field)
 			e.add(p)
 		}
 		if sf.Name != "" && seen[sf.Name] {
-			e.add(Problem{Sender: label, Line: sf.line, Field: "name", Msg: "duplicate sender name"})
+			e.add(Problem{Sender: label, Line: fieldLine(sf.node, "name"), Field: "name", Msg: "duplicate sender name"})
 		}
 		seen[sf.Name] = true
 		if s != nil {
@@ -271,25 +276,48 @@ func yamlProblem(msg string) Problem {
 	return Problem{Msg: strings.TrimPrefix(msg, "yaml: ")}
 }
 
-// senderLines finds the line of each item of the top-level senders list.
-func senderLines(root *yaml.Node) []int {
-	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
-		return nil
-	}
-	m := root.Content[0]
-	if m.Kind != yaml.MappingNode {
+// lookupNode returns the value of key in mapping node m, or nil.
+func lookupNode(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "senders" && m.Content[i+1].Kind == yaml.SequenceNode {
-			var lines []int
-			for _, item := range m.Content[i+1].Content {
-				lines = append(lines, item.Line)
-			}
-			return lines
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
 		}
 	}
 	return nil
+}
+
+// fieldLine finds the line of a field such as "match.path", "key[1]" or
+// "signature.secret_env" under node n. A field the file does not spell
+// out (a preset's, a required one left out) gets the line of the nearest
+// enclosing node that is there; 0 when n is nil.
+func fieldLine(n *yaml.Node, field string) int {
+	if n == nil {
+		return 0
+	}
+	line := n.Line
+	for _, seg := range strings.Split(field, ".") {
+		name, idx, hasIdx := seg, 0, false
+		if i := strings.IndexByte(seg, '['); i > 0 && strings.HasSuffix(seg, "]") {
+			if k, err := strconv.Atoi(seg[i+1 : len(seg)-1]); err == nil {
+				name, idx, hasIdx = seg[:i], k, true
+			}
+		}
+		v := lookupNode(n, name)
+		if v == nil {
+			return line
+		}
+		n, line = v, v.Line
+		if hasIdx {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return line
+			}
+			n, line = n.Content[idx], n.Content[idx].Line
+		}
+	}
+	return line
 }
 
 var senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

@@ -53,12 +53,12 @@ func TestLoadInvalidNamesFileSenderField(t *testing.T) {
 		t.Fatal("invalid config accepted")
 	}
 	want := []string{
-		`testdata/invalid.yaml:3: sender "shop": field match.path: "api/webhooks" must start with /`,
-		`testdata/invalid.yaml:3: sender "shop": field key: required: at least one of header, body, query or form (or a preset that sets it)`,
-		`testdata/invalid.yaml:3: sender "shop": field in_progress: "later": want one of wait, reject`,
-		`testdata/invalid.yaml:7: sender "shop": field key[0]: set exactly one of header, body, query or form`,
-		`testdata/invalid.yaml:7: sender "shop": field conflict.status: 200: want a 4xx or 5xx status`,
-		`testdata/invalid.yaml:7: sender "shop": field duplicate: "maybe": want replay or a status such as 200`,
+		`testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
+		`testdata/invalid.yaml:5: sender "shop": field key: required: at least one of header, body, query or form (or a preset that sets it)`,
+		`testdata/invalid.yaml:6: sender "shop": field in_progress: "later": want one of wait, reject`,
+		`testdata/invalid.yaml:9: sender "shop": field key[0]: set exactly one of header, body, query or form`,
+		`testdata/invalid.yaml:10: sender "shop": field conflict.status: 200: want a 4xx or 5xx status`,
+		`testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`,
 		`testdata/invalid.yaml:7: sender "shop": field name: duplicate sender name`,
 	}
 	got := strings.Split(err.Error(), "\n")
@@ -74,9 +74,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown field", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    colour: red\n", `x.yaml:5: field colour not found`},
 		{"bad duration", "defaults:\n  ttl: forever\n", `x.yaml:2: invalid duration "forever"`},
 		{"bad size", "max_body: lots\n", `x.yaml:1: invalid size "lots"`},
-		{"short lease", "defaults:\n  lease: 1ms\n", `x.yaml: field defaults.lease: 1ms is too short`},
-		{"unknown preset", "senders:\n  - name: a\n    preset: paypal\n    match: {path: /a}\n", `x.yaml:2: sender "a": field preset: unknown preset "paypal"`},
-		{"signature without scheme", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `x.yaml:2: sender "a": field signature.scheme: required`},
+		{"short lease", "defaults:\n  lease: 1ms\n", `x.yaml:2: field defaults.lease: 1ms is too short`},
+		{"unknown preset", "senders:\n  - name: a\n    preset: paypal\n    match: {path: /a}\n", `x.yaml:3: sender "a": field preset: unknown preset "paypal"`},
+		{"signature without scheme", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `x.yaml:5: sender "a": field signature.scheme: required`},
 		{"ignore without json", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    ignore: [a]\n", `field ignore: only applies with hash: json`},
 		{"bad name", "senders:\n  - name: Shop Two\n    match: {path: /a}\n    key: [{header: X}]\n", `field name: "Shop Two": use lowercase`},
 		{"bad final", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    final_statuses: 2xx,7xx\n", `field final_statuses: invalid status "7xx"`},
