@@ -1,0 +1,187 @@
+package admin_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/admin"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func page(t *testing.T, c *http.Client, req *http.Request) (int, http.Header, string) {
+	t.Helper()
+	if c == nil {
+		c = noRedirect
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func get(t *testing.T, u string, cookie *http.Cookie, bearer string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	return page(t, nil, req)
+}
+
+func sessionCookie(t *testing.T, h http.Header) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == admin.CookieName {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %v", admin.CookieName, h)
+	return nil
+}
+
+func TestUILogin(t *testing.T) {
+	f := newFixture(t, testToken)
+	base := f.srv.URL
+
+	status, h, body := get(t, base+"/ui/events", nil, "")
+	if status != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) || h.Get("WWW-Authenticate") == "" {
+		t.Fatalf("/ui/events without a session: %d %q", status, body)
+	}
+	status, _, body = get(t, base+"/ui/login?token=wrong", nil, "")
+	if status != http.StatusUnauthorized || !strings.Contains(body, "wrong-token") {
+		t.Fatalf("login with a wrong token: %d", status)
+	}
+
+	check := func(t *testing.T, status int, h http.Header) *http.Cookie {
+		t.Helper()
+		if status != http.StatusSeeOther || h.Get("Location") != "/ui/events" {
+			t.Fatalf("login: %d Location=%q", status, h.Get("Location"))
+		}
+		c := sessionCookie(t, h)
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui" {
+			t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui", c)
+		}
+		if strings.Contains(c.Value, testToken) {
+			t.Fatal("the cookie carries the token itself")
+		}
+		return c
+	}
+	var viaGet, viaPost *http.Cookie
+	t.Run("GET ?token=", func(t *testing.T) {
+		status, h, _ := get(t, base+"/ui/login?token="+url.QueryEscape(testToken), nil, "")
+		viaGet = check(t, status, h)
+	})
+	t.Run("POST form", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/ui/login", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		status, h, _ := page(t, nil, req)
+		viaPost = check(t, status, h)
+	})
+	if viaGet == nil || viaPost == nil {
+		t.FailNow()
+	}
+
+	cases := []struct {
+		name   string
+		path   string
+		cookie *http.Cookie
+		bearer string
+		want   int
+	}{
+		{"cookie", "/ui/events", viaGet, "", 200},
+		{"bearer header", "/ui/events", nil, testToken, 200},
+		{"forged cookie", "/ui/events", &http.Cookie{Name: admin.CookieName, Value: strings.Repeat("0", 64)}, "", 401},
+		{"token as cookie", "/ui/events", &http.Cookie{Name: admin.CookieName, Value: testToken}, "", 401},
+		{"cookie on the API", "/v1/events", viaGet, "", 401},
+		{"cookie on metrics", "/metrics", viaGet, "", 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if status, _, _ := get(t, base+c.path, c.cookie, c.bearer); status != c.want {
+				t.Fatalf("%s: %d, want %d", c.path, status, c.want)
+			}
+		})
+	}
+
+	status, h, _ = get(t, base+"/ui/logout", viaGet, "")
+	if c := sessionCookie(t, h); status != http.StatusSeeOther || c.MaxAge >= 0 {
+		t.Fatalf("logout: %d, cookie %+v", status, c)
+	}
+	if strings.Contains(f.logs.String(), testToken) {
+		t.Fatal("the admin log contains the token")
+	}
+}
+
+func TestUIPages(t *testing.T) {
+	f := newFixture(t, testToken)
+	seed(t, f.store, "shop", "evt-html", 201, []byte(`<script>alert("x")</script> & done`))
+	seed(t, f.store, "shop", "orders/9", 200, []byte("slash ok"))
+	seed(t, f.store, "stripe", "evt-busy", 0, nil)
+	seed(t, f.store, "stripe", "evt-bin", 200, []byte{0xff, 0xfe, 0x00})
+	now := time.Now()
+	if err := f.store.RecordConflict(context.Background(), dedupe.Conflict{Sender: "shop", Key: "evt-html",
+		StoredHash: strings.Repeat("1", 64), ReceivedHash: strings.Repeat("2", 64), ReceivedAt: now,
+		ExpiresAt: now.Add(time.Hour), ChangedPaths: []string{"data.amount"}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		path      string
+		want      int
+		contains  []string
+		notContns []string
+	}{
+		{"all events", "/ui/events", 200,
+			[]string{"evt-html", `href="/ui/events/shop/orders%2F9"`, "evt-busy", "state-processing", "evt-bin"}, nil},
+		{"by state", "/ui/events?status=processing", 200, []string{"evt-busy"}, []string{"evt-html", "evt-bin"}},
+		{"by sender", "/ui/events?sender=shop", 200, []string{"evt-html", "orders/9"}, []string{"evt-busy"}},
+		{"bad state", "/ui/events?status=weird", 400, []string{"status: want processing, done or unknown"}, nil},
+		{"detail escapes the stored body", "/ui/events/shop/evt-html", 200,
+			[]string{"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; done", `id="status">201<`, "X-Order"},
+			[]string{"<script>"}},
+		{"detail of a key with a slash", "/ui/events/shop/orders%2F9", 200, []string{"slash ok"}, nil},
+		{"detail of a binary body", "/ui/events/stripe/evt-bin", 200, []string{"Body (binary)", "//4A"}, []string{`id="body"`}},
+		{"detail of a processing claim", "/ui/events/stripe/evt-busy", 200, []string{"no-response", "hookonce release stripe evt-busy"}, nil},
+		{"detail of nothing", "/ui/events/shop/nope", 404, []string{"No record"}, nil},
+		{"conflicts", "/ui/conflicts", 200, []string{"evt-html", "data.amount", "111111111111…"}, nil},
+		{"/ui redirects", "/ui", 303, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, h, body := get(t, f.srv.URL+c.path, nil, testToken)
+			if status != c.want {
+				t.Fatalf("status = %d, want %d\n%s", status, c.want, body)
+			}
+			if status == 200 && !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") {
+				t.Fatalf("CSP = %q", h.Get("Content-Security-Policy"))
+			}
+			for _, s := range c.contains {
+				if !strings.Contains(body, s) {
+					t.Errorf("page lacks %q", s)
+				}
+			}
+			for _, s := range c.notContns {
+				if strings.Contains(body, s) {
+					t.Errorf("page contains %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("page:\n%s", body)
+			}
+		})
+	}
+}
