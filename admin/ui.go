@@ -79,7 +79,7 @@ func (h *Handler) uiAuth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !h.uiAuthorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
-			h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in"})
+			h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in", Next: nextPage(r.URL.RequestURI())})
 			return
 		}
 		next(w, r)
@@ -89,7 +89,7 @@ func (h *Handler) uiAuth(next http.HandlerFunc) http.Handler {
 type loginPage struct {
 	Title string
 	Wrong bool
-	Open  bool // no token configured: nothing to sign in to
+	Next  string // the page to go on to after signing in
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
@@ -105,13 +105,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		given = r.URL.Query().Get("token")
 	}
 	if given == "" {
-		h.render(w, http.StatusOK, "login.html", loginPage{Title: "Sign in"})
+		h.render(w, http.StatusOK, "login.html", loginPage{Title: "Sign in", Next: nextPage(r.FormValue("next"))})
 		return
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
 	if subtle.ConstantTimeCompare(got[:], h.token[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
-		h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in", Wrong: true})
+		h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in", Wrong: true, Next: nextPage(r.FormValue("next"))})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -119,7 +119,18 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	// Redirect so the token leaves the address bar and the history entry.
-	http.Redirect(w, r, "/ui/events", http.StatusSeeOther)
+	http.Redirect(w, r, nextPage(r.FormValue("next")), http.StatusSeeOther)
+}
+
+// nextPage is where a login goes on: a page of this UI (so that a link to a
+// record can be opened with ?next=), never another site.
+func nextPage(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || u.User != nil ||
+		!strings.HasPrefix(next, "/ui/") || strings.ContainsAny(next, "\\\r\n") {
+		return "/ui/events"
+	}
+	return next
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {

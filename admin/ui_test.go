@@ -185,3 +185,30 @@ func TestUIPages(t *testing.T) {
 		})
 	}
 }
+
+func TestUILoginGoesOnOnlyWithinTheUI(t *testing.T) {
+	f := newFixture(t, testToken)
+	cases := []struct{ next, want string }{
+		{"/ui/events/shop/evt-1", "/ui/events/shop/evt-1"},
+		{"/ui/conflicts?sender=shop", "/ui/conflicts?sender=shop"},
+		{"", "/ui/events"},
+		{"https://evil.example/ui/", "/ui/events"},
+		{"//evil.example/ui/", "/ui/events"},
+		{"/v1/events", "/ui/events"},
+		{`/ui/\evil.example`, "/ui/events"},
+	}
+	for _, c := range cases {
+		t.Run(c.next, func(t *testing.T) {
+			q := url.Values{"token": {testToken}, "next": {c.next}}
+			status, h, _ := get(t, f.srv.URL+"/ui/login?"+q.Encode(), nil, "")
+			if status != http.StatusSeeOther || h.Get("Location") != c.want {
+				t.Fatalf("login with next=%q: %d Location=%q, want %q", c.next, status, h.Get("Location"), c.want)
+			}
+		})
+	}
+	// The login page shown for a guarded page carries it on.
+	_, _, body := get(t, f.srv.URL+"/ui/events/shop/evt-1", nil, "")
+	if !strings.Contains(body, `name="next" value="/ui/events/shop/evt-1"`) {
+		t.Fatalf("login page does not carry the page on:\n%s", body)
+	}
+}
