@@ -226,7 +226,8 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		})
 	}
-	// Reference: redis-benchmark's own client on the same server.
+	// Reference: redis-benchmark's own client on the same server, run once
+	// (-n 100000 -c 32) however often the benchmark framework calls back.
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -234,9 +235,14 @@ func BenchmarkRedis(b *testing.B) {
 		{"set", []string{"-t", "set"}},
 		{"setnx", []string{"SET", "bench:rb:__rand_int__", "x", "NX"}},
 	} {
+		var once sync.Once
+		var rps float64
 		b.Run("reference/redis-benchmark-"+tc.name+"/senders=32", func(b *testing.B) {
-			rps, out := redisBenchmark(b, srv, tc.args...)
-			b.Logf("redis-benchmark -n 100000 -c 32 %s: %s", strings.Join(tc.args, " "), out)
+			once.Do(func() {
+				var out string
+				rps, out = redisBenchmark(b, srv, tc.args...)
+				b.Logf("redis-benchmark -n 100000 -c 32 -r 100000000 %s → %s", strings.Join(tc.args, " "), out)
+			})
 			b.ReportMetric(rps, "events/s")
 			b.ReportMetric(0, "ns/op")
 		})
