@@ -38,3 +38,16 @@ func TestSharedIsReused(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { redistest.Main(m) }
+
+func TestMissingBinarySkipsOutsideCI(t *testing.T) {
+	reached := false
+	t.Run("no redis-server", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir()) // an empty directory: nothing to find
+		t.Setenv("CI", "")
+		redistest.Binary(t)
+		reached = true
+	})
+	if reached {
+		t.Fatal("Binary returned although redis-server is not in PATH")
+	}
+}
