@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,9 +201,9 @@ func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
 			if !filepath.IsAbs(path) && dir != "" {
 				path = filepath.Join(dir, path)
 			}
-			data, err := os.ReadFile(path)
+			data, err := readSecretFile(path)
 			if err != nil {
-				bad(fileField, "read secret: %v", pathErr(err, path))
+				bad(fileField, "read secret: %v", err)
 				return nil
 			}
 			raw = string(data)
@@ -241,6 +242,26 @@ func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
 		return nil, probs
 	}
 	return v, nil
+}
+
+// maxSecretFile bounds what is read from a secret file: a secret is short,
+// and a wrong path (a device, a log) must not be read whole.
+const maxSecretFile = 64 << 10
+
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.New(pathErr(err, path))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, errors.New(pathErr(err, path))
+	}
+	if len(data) > maxSecretFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes, not a secret", path, maxSecretFile)
+	}
+	return data, nil
 }
 
 // pathErr keeps the OS's reason (no such file, permission denied) without
@@ -315,10 +336,10 @@ func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
 	return sigErr(ReasonMismatch)
 }
 
-func (v *hmacVerifier) checkTime(ts string, now time.Time) (int64, error) {
+func (v *hmacVerifier) checkTime(header, ts string, now time.Time) (int64, error) {
 	t, ok := parseUnix(ts)
 	if !ok {
-		return 0, sigErr("malformed timestamp")
+		return 0, sigErr("malformed %s: want Unix seconds", header)
 	}
 	d := now.Sub(time.Unix(t, 0))
 	if d > v.tolerance || d < -v.tolerance {
@@ -390,7 +411,7 @@ func (v *hmacVerifier) stripe(h http.Header, body []byte, now time.Time) error {
 	if len(sigs) == 0 {
 		return sigErr("malformed %s header: no v1 signature", v.header)
 	}
-	t, err := v.checkTime(ts, now)
+	t, err := v.checkTime("timestamp in "+v.header, ts, now)
 	if err != nil {
 		return err
 	}
@@ -455,7 +476,7 @@ func (v *hmacVerifier) standardWebhooks(h http.Header, body []byte, now time.Tim
 	if len(sigs) == 0 {
 		return sigErr("malformed %s header: no v1 signature", v.header)
 	}
-	t, err := v.checkTime(tsVal, now)
+	t, err := v.checkTime("Webhook-Timestamp header", tsVal, now)
 	if err != nil {
 		return err
 	}
@@ -480,7 +501,7 @@ func (v *hmacVerifier) slack(h http.Header, body []byte, now time.Time) error {
 	if !ok {
 		return sigErr("malformed %s header: want 64 hex digits", v.header)
 	}
-	if _, err := v.checkTime(ts, now); err != nil {
+	if _, err := v.checkTime("X-Slack-Request-Timestamp header", ts, now); err != nil {
 		return err
 	}
 	// Slack signs the timestamp as sent; parseUnix allowed digits only.

@@ -468,6 +468,10 @@ func TestSignatureConfigErrors(t *testing.T) {
 	t.Setenv("HOOKONCE_BAD_WHSEC", "whsec_!!not-base64!!")
 	t.Setenv("HOOKONCE_EMPTY", "  \n")
 	t.Setenv("HOOKONCE_OK", "fine-secret-value")
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, []byte(strings.Repeat("k", 70000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		lines []string
@@ -479,6 +483,10 @@ func TestSignatureConfigErrors(t *testing.T) {
 			`test.yaml:5: sender "s": field signature.secret_env: environment variable HOOKONCE_NOT_SET_ANYWHERE is not set`},
 		{"file missing", []string{"preset: github", "signature: {secret_file: testdata/secrets/nope}"},
 			`test.yaml:5: sender "s": field signature.secret_file: read secret: testdata/secrets/nope: no such file or directory`},
+		{"secret file is a directory", []string{"preset: github", "signature: {secret_file: testdata/secrets}"},
+			`field signature.secret_file: read secret: testdata/secrets: is a directory`},
+		{"secret file too large", []string{"preset: github", "signature: {secret_file: " + big + "}"},
+			`field signature.secret_file: read secret: ` + big + `: larger than 65536 bytes, not a secret`},
 		{"secret empty", []string{"preset: github", "signature: {secret_env: HOOKONCE_EMPTY}"},
 			`field signature.secret_env: the secret is empty`},
 		{"both sources", []string{"preset: github", "signature: {secret_env: HOOKONCE_OK, secret_file: testdata/secrets/github}"},
