@@ -229,6 +229,39 @@ func BenchmarkPostgres(b *testing.B) {
 		})
 	}
 
+	// The default pool (8 connections on 2 cores) caps how many commits
+	// share one fsync; pgbench runs 32 connections. The same load with a
+	// pool as large as the number of senders:
+	b.Run("pool_max_conns=32", func(b *testing.B) {
+		s32, err := postgres.New(ctx, dsn+"&pool_max_conns=32")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s32.Close()
+		px32, err := proxy.New(proxy.Options{Upstream: siteURL, Contract: c, Store: s32})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv32 := httptest.NewServer(px32)
+		defer func() { srv32.Close(); _ = px32.Close(context.Background()) }()
+		b.Run("store/new/senders=32", func(b *testing.B) {
+			sender := fmt.Sprintf("bench-new-%d", run.Add(1))
+			pgLoad(b, 32, func(i int64) error {
+				key, owner := "evt_"+strconv.FormatInt(i, 10), "o"+strconv.FormatInt(i, 10)
+				if _, err := s32.Claim(ctx, dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: "h", Owner: owner, Lease: 30 * time.Second, TTL: time.Hour}); err != nil {
+					return err
+				}
+				return s32.Complete(ctx, sender, key, owner, resp)
+			})
+		})
+		b.Run("proxy/new/senders=32", func(b *testing.B) {
+			prefix := fmt.Sprintf("new-%d-", run.Add(1))
+			pgLoad(b, 32, func(i int64) error {
+				return pgPost(client, srv32.URL+"/hooks/shop", prefix+strconv.FormatInt(i, 10), false)
+			})
+		})
+	})
+
 	// Reference: pgbench running claim + complete (the same INSERT, then
 	// the same UPDATE, each its own transaction) with 32 clients for 10s.
 	b.Run("reference/pgbench-claim-complete/clients=32", func(b *testing.B) {
