@@ -1,0 +1,55 @@
+// Package demo_test runs deploy/demo/demo.sh: the naive shop bare and
+// behind hookonce, under one storm, counted in each shop's own database.
+package demo_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDemoShowsDuplicatesOnlyWithoutHookonce(t *testing.T) {
+	if _, err := exec.LookPath("php"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("php is missing (CI installs php-cli php-sqlite3)")
+		}
+		t.Skip("php is missing: apt-get install php-cli php-sqlite3")
+	}
+	const events = 12
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "./demo.sh")
+	cmd.Env = append(os.Environ(), "EVENTS="+strconv.Itoa(events), "COPIES=4", "REPEATS=2")
+	// demo.sh stops its servers by PID on TERM; give it time to.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("demo.sh:\n%s", out)
+	if err != nil {
+		t.Fatalf("demo.sh: %v", err)
+	}
+	m := regexp.MustCompile(`RESULT events=(\d+) bare_orders=(\d+) bare_events=(\d+) hookonce_orders=(\d+) hookonce_events=(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatal("no RESULT line")
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(string(m[i])); return v }
+	sent, bareOrders, bareEvents, hoOrders, hoEvents := n(1), n(2), n(3), n(4), n(5)
+	if sent != events {
+		t.Fatalf("events = %d, want %d", sent, events)
+	}
+	// Every event reached both shops.
+	if bareEvents != events || hoEvents != events {
+		t.Errorf("events with an order: bare %d, behind hookonce %d; want %d each", bareEvents, hoEvents, events)
+	}
+	if bareOrders <= events {
+		t.Errorf("bare shop: %d orders for %d events; the storm should have made duplicates", bareOrders, events)
+	}
+	if hoOrders != events {
+		t.Errorf("behind hookonce: %d orders for %d events; want exactly one each", hoOrders, events)
+	}
+}
