@@ -50,8 +50,13 @@ func (s *Store) WaitChange(ctx context.Context, sender, key string) error {
 	// Until Redis confirms the subscription a publish could be missed, so
 	// the record is read only after that: a change before it is seen here,
 	// a change after it is announced.
+	// Without a confirmation within recheckInterval (the connection is
+	// being redialled) the wait goes on by re-checking alone.
+	confirm := time.NewTimer(recheckInterval)
+	defer confirm.Stop()
 	select {
 	case <-ws.ready:
+	case <-confirm.C:
 	case <-wake:
 		return nil
 	case <-ctx.Done():
