@@ -17,9 +17,11 @@ php -r 'exit(in_array("sqlite", PDO::getAvailableDrivers()) ? 0 : 1);' ||
   { echo "demo: php has no pdo_sqlite (apt-get install php-sqlite3)" >&2; exit 3; }
 
 work=$(mktemp -d)
-pids=()
+pids=()   # processes to stop
+groups=() # process groups to stop (a PHP server and its workers)
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pgid in "${groups[@]}"; do kill -- "-$pgid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
@@ -30,17 +32,19 @@ echo "building hookonce and the storm tool…" >&2
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/hookonce" . && go build -o "$work/storm" ./deploy/demo/storm)
 storm="$work/storm"
 
-# start_shop NAME: a PHP built-in server with 8 workers on its own SQLite file.
+# start_shop NAME VAR: a PHP built-in server with 8 workers on its own SQLite
+# file; its port goes into VAR (not $(…): a subshell would lose its PID).
 start_shop() {
   local name=$1 port
   port=$("$storm" freeport)
   mkdir -p "$work/$name"
   cp "$here/shop.php" "$work/$name/shop.php"
+  # setsid: the server and its forked workers form one group, stopped together.
   (cd "$work/$name" && PHP_CLI_SERVER_WORKERS=8 SHOP_DSN="sqlite:$work/$name/shop.db" \
-    exec php -S "127.0.0.1:$port" shop.php >"$work/$name/php.log" 2>&1) &
-  pids+=($!)
+    exec setsid php -S "127.0.0.1:$port" shop.php >"$work/$name/php.log" 2>&1) &
+  groups+=($!)
   "$storm" wait "http://127.0.0.1:$port/healthz" >&2
-  echo "$port"
+  printf -v "$2" '%s' "$port"
 }
 
 orders() { # orders in the shop's own database: total and distinct events
@@ -49,8 +53,8 @@ orders() { # orders in the shop's own database: total and distinct events
           echo $r[0], " ", $r[1];' "$1"
 }
 
-bare_port=$(start_shop bare)
-guarded_port=$(start_shop guarded)
+start_shop bare bare_port
+start_shop guarded guarded_port
 
 hookonce_port=$("$storm" freeport)
 admin_port=$("$storm" freeport)
@@ -64,8 +68,16 @@ pids+=($!)
 run="demo-$(date +%s)"
 storm_args=(--events "$EVENTS" --copies "$COPIES" --repeats "$REPEATS" --concurrency 2 --deadline 90s --run "$run")
 echo "storm: $EVENTS events × ($COPIES at once + $REPEATS repeats)" >&2
-bare_storm=$("$storm" fire --target "http://127.0.0.1:$bare_port/webhooks/payment" "${storm_args[@]}")
-guarded_storm=$("$storm" fire --target "http://127.0.0.1:$hookonce_port/webhooks/payment" "${storm_args[@]}")
+# storm OUT URL: fire in the background and wait, so TERM stops the demo at once.
+storm() {
+  "$storm" fire --target "$2" "${storm_args[@]}" >"$work/$1" &
+  pids+=($!)
+  wait $!
+}
+storm bare.storm "http://127.0.0.1:$bare_port/webhooks/payment"
+storm guarded.storm "http://127.0.0.1:$hookonce_port/webhooks/payment"
+bare_storm=$(cat "$work/bare.storm")
+guarded_storm=$(cat "$work/guarded.storm")
 
 read -r bare_orders bare_events <<<"$(orders "$work/bare/shop.db")"
 read -r guarded_orders guarded_events <<<"$(orders "$work/guarded/shop.db")"
