@@ -229,7 +229,7 @@ func BenchmarkPostgres(b *testing.B) {
 		})
 	}
 
-	// The default pool (8 connections on 2 cores) caps how many commits
+	// The default pool (16 connections on 2 cores) caps how many commits
 	// share one fsync; pgbench runs 32 connections. The same load with a
 	// pool as large as the number of senders:
 	b.Run("pool_max_conns=32", func(b *testing.B) {

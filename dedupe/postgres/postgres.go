@@ -53,6 +53,8 @@ const (
 	// in the background (it outlives the caller's context) when the DSN sets
 	// no connect_timeout.
 	defaultConnectTimeout = 5 * time.Second
+	// defaultMinPool is the smallest default pool (pool_max_conns unset).
+	defaultMinPool = 16
 	// defaultListLimit is ListFilter.Limit 0.
 	defaultListLimit = 100
 	// purgeBatch bounds one DELETE when PurgeRequest.Limit is 0.
@@ -117,7 +119,10 @@ func Config(dsn string) (*pgxpool.Config, error) {
 	}}
 	cc.DialFunc = dialer.DialContext
 	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = int32(max(8, 4*runtime.NumCPU()))
+		// A claim or a completion holds a connection only for one
+		// statement, but much of that is spent waiting for the commit's
+		// fsync; more connections let more commits share one flush.
+		cfg.MaxConns = int32(max(defaultMinPool, 4*runtime.NumCPU()))
 	}
 	return cfg, nil
 }
