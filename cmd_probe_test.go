@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,9 +16,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/proxy/proxytest"
@@ -222,4 +230,122 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 			})
 		}
 	})
+	t.Run("CheckDeployConfigs", func(t *testing.T) {
+		cm := filepath.Join(t.TempDir(), "configmap-hookonce.yaml")
+		if err := os.WriteFile(cm, configMapData(t), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range []string{"deploy/compose/hookonce.yaml", "deploy/demo/hookonce.yaml", cm} {
+			cmd := exec.Command(bin, "check", "--config", cfg)
+			cmd.Env = append(os.Environ(), "STRIPE_WEBHOOK_SECRET=whsec_test")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("check --config %s: %v\n%s", cfg, err, out)
+			}
+		}
+	})
+
+	t.Run("ServeThenProbeWithAdmin", func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string // event ids in the order the site first saw them
+		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			id := proxytest.EventID(r, body)
+			mu.Lock()
+			if !slices.Contains(seen, id) {
+				seen = append(seen, id)
+			}
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"order":"created","event":%q,"at":%d}`, id, time.Now().UnixNano())
+		})
+		dir := t.TempDir()
+		listen, admin := freeAddr(t), freeAddr(t)
+		serve := exec.Command(bin, "serve", "--listen", listen, "--upstream", site.URL,
+			"--config", "deploy/compose/hookonce.yaml", "--store", "sqlite:"+filepath.Join(dir, "hookonce.db"),
+			"--admin-listen", admin, "--admin-token", "probe-token", "--drain-timeout", "2s")
+		var logs bytes.Buffer
+		serve.Stdout, serve.Stderr = &logs, &logs
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				_ = serve.Process.Kill()
+				_ = serve.Wait()
+			}
+		})
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, code := runBin(t, bin, "health", "--url", "http://"+admin+"/readyz", "--timeout", "1s"); code == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve did not become ready:\n%s", logs.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out, code := runBin(t, bin, "health", "--url", "http://"+admin+"/healthz"); code != 0 {
+			t.Errorf("health against serve: exit %d %s", code, out)
+		}
+
+		out, code := runBin(t, bin, "probe", "--target", "http://"+listen, "--path", "/webhooks/payment",
+			"--sender", "payments", "--admin", "http://"+admin, "--admin-token", "probe-token", "--parallel", "8")
+		t.Logf("hookonce probe --admin against hookonce serve:\n%s", out)
+		if code != 0 || !strings.Contains(out, "12 checks, 0 failed") {
+			t.Errorf("probe: exit %d, want 0 and 12 passing checks", code)
+		}
+		mu.Lock()
+		keys := slices.Clone(seen)
+		mu.Unlock()
+		if len(keys) != 2 || !strings.HasSuffix(keys[0], "-new") || !strings.HasSuffix(keys[1], "-parallel") {
+			t.Errorf("the site saw event ids %v, want the probe's new and parallel events", keys)
+		}
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "hookonce-probe-") {
+				t.Errorf("event id %q lacks the probe prefix", k)
+			}
+			if n := site.Executions(k); n != 1 {
+				t.Errorf("%s executed %d times at the site", k, n)
+			}
+		}
+		// The probe released its events: nothing left in the store.
+		if out, code := runBin(t, bin, "list", "--store", "sqlite:"+filepath.Join(dir, "hookonce.db"), "--json", "--sender", "payments"); code != 0 || strings.Contains(out, "hookonce-probe-") {
+			t.Errorf("list after the probe: exit %d\n%s", code, out)
+		}
+
+		if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		stopped = true
+		if err := serve.Wait(); err != nil {
+			t.Errorf("serve after SIGTERM: %v\n%s", err, logs.String())
+		}
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// configMapData is the hookonce.yaml inside the Kubernetes ConfigMap.
+func configMapData(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile("deploy/kubernetes/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(data, &cm); err != nil || cm.Data["hookonce.yaml"] == "" {
+		t.Fatalf("configmap.yaml: no data.hookonce.yaml (%v)", err)
+	}
+	return []byte(cm.Data["hookonce.yaml"])
 }
