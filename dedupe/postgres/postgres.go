@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -102,8 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 func Config(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgconn's parse errors may quote the DSN, password included.
-		return nil, errors.New("postgres: invalid DSN (expected postgres://user:password@host:port/db?…)")
+		return nil, fmt.Errorf("postgres: invalid DSN (want postgres://user:password@host:port/db?…): %s", parseReason(err))
 	}
 	cc := cfg.ConnConfig
 	for k, v := range defaultRuntimeParams {
@@ -125,6 +125,30 @@ func Config(dsn string) (*pgxpool.Config, error) {
 		cfg.MaxConns = int32(max(defaultMinPool, 4*runtime.NumCPU()))
 	}
 	return cfg, nil
+}
+
+// parseReason says why a DSN did not parse without quoting the DSN, which
+// may hold a password (pgconn's and net/url's errors quote it whole).
+func parseReason(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return "unparsable"
+	}
+	// Error() is "cannot parse `<dsn>`: <msg>[ (<inner error>)]".
+	msg := pce.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	inner := errors.Unwrap(pce)
+	if inner == nil {
+		return msg
+	}
+	msg = strings.TrimSuffix(msg, " ("+inner.Error()+")")
+	var ue *url.Error
+	if errors.As(inner, &ue) {
+		inner = ue.Err
+	}
+	return msg + ": " + inner.Error()
 }
 
 // Close closes the pool; safe to call twice.
