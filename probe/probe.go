@@ -163,7 +163,7 @@ func (c *Config) Validate() error {
 			probs = append(probs, fmt.Sprintf("--admin %q: want an http:// or https:// URL", c.Admin))
 		}
 	}
-	if c.Parallel < 0 || c.Parallel > 200 {
+	if c.Parallel < 0 || c.Parallel == 1 || c.Parallel > 200 {
 		probs = append(probs, fmt.Sprintf("--parallel %d: want 2..200", c.Parallel))
 	}
 	if c.Secret != "" {
@@ -185,9 +185,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Parallel == 0 {
 		cfg.Parallel = DefaultParallel
-	}
-	if cfg.Parallel < 2 {
-		cfg.Parallel = 2
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix

@@ -225,6 +225,7 @@ func TestConfigValidate(t *testing.T) {
 		{"BadAdmin", probe.Config{Target: "http://x", Sender: "s", Admin: "127.0.0.1:9090"}, "--admin"},
 		{"BadScheme", probe.Config{Target: "http://x", Sender: "s", Secret: "k", Scheme: "md5"}, "--scheme"},
 		{"TooParallel", probe.Config{Target: "http://x", Sender: "s", Parallel: 1000}, "--parallel"},
+		{"OneIsNotParallel", probe.Config{Target: "http://x", Sender: "s", Parallel: 1}, "--parallel"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
