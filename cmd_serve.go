@@ -220,7 +220,11 @@ func shutdown(srv *http.Server, p *proxy.Proxy, drain time.Duration, served chan
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(ctx) }()
+	// The server waits a little longer than the drain, so that deliveries
+	// aborted at its end still write their 503 before connections close.
+	sctx, scancel := context.WithTimeout(context.Background(), drain+2*time.Second)
+	defer scancel()
+	go func() { shut <- srv.Shutdown(sctx) }()
 	if err := p.Close(ctx); err != nil {
 		log.Warn("deliveries aborted at shutdown; their claims were released", "err", err)
 	}
