@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
 )
@@ -84,7 +85,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fail("migrate", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer func() {
+		// After a commit this is a no-op; after a failure it must not hang
+		// on a database that stopped answering.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	// Waiting for another replica's migration is expected; the caller's
 	// context bounds it, not the claims' lock_timeout.
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0`); err != nil {
