@@ -84,6 +84,11 @@ func TestOutageStopStart(t *testing.T) {
 	if err := s.Ping(ctxFor(t, deadline)); !errors.Is(err, dedupe.ErrUnavailable) {
 		t.Fatalf("Ping with the database stopped: %v", err)
 	}
+	// A replica starting now (serve migrates on start) fails fast, too.
+	began := time.Now()
+	if _, err := postgres.New(ctxFor(t, deadline), srv.DSN("postgres")); !errors.Is(err, dedupe.ErrUnavailable) || time.Since(began) > deadline+slack {
+		t.Fatalf("New with the database stopped: %v after %v", err, time.Since(began))
+	}
 
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
