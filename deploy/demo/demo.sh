@@ -5,7 +5,8 @@
 #
 # Needs: go, php-cli with pdo_sqlite. Everything binds 127.0.0.1 on free
 # ports, lives in a throwaway directory, and is stopped by PID on exit.
-# Env: EVENTS (20), COPIES (4 at once per event), REPEATS (2 later), SHOP_DELAY_MS (300)
+# Env: EVENTS (20), COPIES (4 at once per event), REPEATS (2 later), SHOP_DELAY_MS (300),
+#      DEMO_STORE (hookonce's --store; default a throwaway SQLite file)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -60,7 +61,7 @@ hookonce_port=$("$storm" freeport)
 admin_port=$("$storm" freeport)
 HOOKONCE_ADMIN_LISTEN="127.0.0.1:$admin_port" "$work/hookonce" serve \
   --listen "127.0.0.1:$hookonce_port" --upstream "http://127.0.0.1:$guarded_port" \
-  --config "$here/hookonce.yaml" --store "sqlite:$work/hookonce.db" --drain-timeout 5s \
+  --config "$here/hookonce.yaml" --store "${DEMO_STORE:-sqlite:$work/hookonce.db}" --drain-timeout 5s \
   >"$work/hookonce.log" 2>&1 &
 pids+=($!)
 "$storm" wait "http://127.0.0.1:$hookonce_port/healthz" >&2

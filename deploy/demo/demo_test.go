@@ -11,20 +11,54 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookonce/hookonce/internal/pgtest"
 )
 
 func TestDemoShowsDuplicatesOnlyWithoutHookonce(t *testing.T) {
+	needPHP(t)
+	runDemo(t, "")
+}
+
+// The compose topology without containers: hookonce on PostgreSQL.
+func TestDemoOnPostgres(t *testing.T) {
+	needPHP(t)
+	if _, err := pgtest.BinDir(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL is missing under CI: %v", err)
+		}
+		t.Skipf("PostgreSQL is not installed: %v", err)
+	}
+	srv, err := pgtest.StartServer(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	runDemo(t, srv.DSN("postgres"))
+}
+
+func needPHP(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("php"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("php is missing (CI installs php-cli php-sqlite3)")
 		}
 		t.Skip("php is missing: apt-get install php-cli php-sqlite3")
 	}
+}
+
+// runDemo runs demo.sh with hookonce on store ("" for its SQLite default)
+// and checks the orders each shop's database holds.
+func runDemo(t *testing.T, store string) {
+	t.Helper()
 	const events = 12
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "./demo.sh")
 	cmd.Env = append(os.Environ(), "EVENTS="+strconv.Itoa(events), "COPIES=4", "REPEATS=2")
+	if store != "" {
+		cmd.Env = append(cmd.Env, "DEMO_STORE="+store)
+	}
 	// demo.sh stops its servers by PID on TERM; give it time to.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
