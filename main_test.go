@@ -97,7 +97,7 @@ func (s *server) countLog(msg string) int {
 
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
-	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	s := &server{cmd: exec.Command(binary, args...), exit: make(chan error, 1)}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
