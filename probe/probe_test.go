@@ -179,6 +179,8 @@ func TestProbeSignsForEachScheme(t *testing.T) {
 		{"shopify", secret, true},
 		{"standard-webhooks", secret, true},
 		{"slack", secret, true},
+		{"hmac-sha256", secret, true},
+		{"hmac-sha256", "wrong-secret", false},
 		{"stripe", "wrong-secret", false},
 		{"github", "wrong-secret", false},
 	}
@@ -192,6 +194,15 @@ senders:
     match: { path: /hooks/signed }
     signature: { secret_env: PROBE_TEST_SECRET }
 `
+			if tc.scheme == "hmac-sha256" { // no preset: the generic scheme names its header, the sender its key
+				cfg = `
+senders:
+  - name: signed
+    match: { path: /hooks/signed }
+    key: [ { body: id } ]
+    signature: { scheme: hmac-sha256, header: X-Signature, secret_env: PROBE_TEST_SECRET }
+`
+			}
 			store := newStore(t)
 			site := proxytest.NewUpstream(t, slowSite)
 			px := proxytest.Start(t, store, site.URL, cfg)
