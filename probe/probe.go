@@ -166,7 +166,7 @@ func (c *Config) Validate() error {
 	if c.Parallel < 0 || c.Parallel == 1 || c.Parallel > 200 {
 		probs = append(probs, fmt.Sprintf("--parallel %d: want 2..200", c.Parallel))
 	}
-	if c.Secret != "" {
+	if c.Secret != "" || c.Scheme != "" {
 		if _, ok := signers[c.Scheme]; !ok {
 			probs = append(probs, fmt.Sprintf("--scheme %q: want one of %s", c.Scheme, schemeList()))
 		}

@@ -235,6 +235,8 @@ func TestConfigValidate(t *testing.T) {
 		{"NoSender", probe.Config{Target: "http://x"}, "--sender is required"},
 		{"BadAdmin", probe.Config{Target: "http://x", Sender: "s", Admin: "127.0.0.1:9090"}, "--admin"},
 		{"BadScheme", probe.Config{Target: "http://x", Sender: "s", Secret: "k", Scheme: "md5"}, "--scheme"},
+		{"SecretWithoutScheme", probe.Config{Target: "http://x", Sender: "s", Secret: "k"}, "--scheme"},
+		{"UnknownSchemeUnsigned", probe.Config{Target: "http://x", Sender: "s", Scheme: "stripee"}, "--scheme"},
 		{"TooParallel", probe.Config{Target: "http://x", Sender: "s", Parallel: 1000}, "--parallel"},
 		{"OneIsNotParallel", probe.Config{Target: "http://x", Sender: "s", Parallel: 1}, "--parallel"},
 	}
