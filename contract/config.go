@@ -394,9 +394,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		bad("key", "required: at least one of header, body, query or form (or a preset that sets it)")
 	}
 
-	for _, p := range s.apply(&sf.policyFile) {
-		probs = append(probs, p)
-	}
+	probs = append(probs, s.apply(&sf.policyFile)...)
 
 	if sigCfg != nil {
 		v, sigProbs := compileSignature(*sigCfg, dir)
