@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -59,7 +60,9 @@ type Contract struct {
 	Listen   string // "" when the file does not set it
 	Upstream string // "" when the file does not set it
 	MaxBody  int64
-	Senders  []*Sender
+	// TrustedProxies are the peers whose X-Forwarded-* headers are kept.
+	TrustedProxies []netip.Prefix
+	Senders        []*Sender
 	// Warnings are not errors: e.g. a ttl shorter than the preset's retry window.
 	Warnings []string
 }
@@ -82,6 +85,24 @@ func (c *Contract) Sender(name string) *Sender {
 		}
 	}
 	return nil
+}
+
+// TrustedPeer reports whether remoteAddr (host:port) is a trusted proxy.
+func (c *Contract) TrustedPeer(remoteAddr string) bool {
+	if len(c.TrustedProxies) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range c.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // Empty returns a contract with no senders: every request is passed through.
@@ -182,11 +203,15 @@ type senderFile struct {
 }
 
 type file struct {
-	Listen   string       `yaml:"listen"`
-	Upstream string       `yaml:"upstream"`
-	MaxBody  *Size        `yaml:"max_body"`
-	Defaults policyFile   `yaml:"defaults"`
-	Senders  []senderFile `yaml:"senders"`
+	Listen   string `yaml:"listen"`
+	Upstream string `yaml:"upstream"`
+	MaxBody  *Size  `yaml:"max_body"`
+	// TrustedProxies lists the addresses (IPs or CIDRs) of proxies in front
+	// of hookonce, such as the site's nginx, whose X-Forwarded-* headers are
+	// passed on to the site instead of being replaced.
+	TrustedProxies []string     `yaml:"trusted_proxies"`
+	Defaults       policyFile   `yaml:"defaults"`
+	Senders        []senderFile `yaml:"senders"`
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
@@ -223,6 +248,18 @@ func Parse(data []byte, name string) (*Contract, error) {
 	}
 
 	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody}
+	for _, tp := range f.TrustedProxies {
+		pfx, err := netip.ParsePrefix(tp)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(tp)
+			if aerr != nil {
+				e.add(Problem{Line: fieldLine(top, "trusted_proxies"), Field: "trusted_proxies", Msg: fmt.Sprintf("%q: want an IP address or a CIDR such as 10.0.0.0/8", tp)})
+				continue
+			}
+			pfx = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
+	}
 	if f.MaxBody != nil {
 		c.MaxBody = int64(*f.MaxBody)
 		if c.MaxBody <= 0 {

@@ -176,3 +176,18 @@ func TestChangedPaths(t *testing.T) {
 		t.Fatalf("non-JSON gave %v", got)
 	}
 }
+
+func TestTrustedProxies(t *testing.T) {
+	c, err := contract.Parse([]byte("trusted_proxies: [10.0.0.0/8, 127.0.0.1, \"::1\"]\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]bool{"10.1.2.3:5000": true, "127.0.0.1:1": true, "127.0.0.2:1": false, "[::1]:80": true, "192.168.1.1:80": false, "garbage": false} {
+		if got := c.TrustedPeer(addr); got != want {
+			t.Errorf("TrustedPeer(%s) = %v, want %v", addr, got, want)
+		}
+	}
+	if _, err := contract.Parse([]byte("trusted_proxies: [nginx]\n"), "x.yaml"); err == nil || !strings.Contains(err.Error(), `x.yaml:1: field trusted_proxies: "nginx"`) {
+		t.Fatalf("bad entry: %v", err)
+	}
+}

@@ -134,11 +134,27 @@ func newTransport() *http.Transport {
 // newReverseProxies builds the two forwarders: pass streams requests that
 // match no sender untouched; capture forwards webhook deliveries into a
 // capture.
-func newReverseProxies(upstream *url.URL, t http.RoundTripper, onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
+func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remoteAddr string) bool, onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(upstream)
 		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
-		pr.SetXForwarded()       // replaces anything the client sent
+		// Rewrite drops X-Forwarded-* and Forwarded from the client. From a
+		// trusted proxy (the site's own nginx) the chain is kept and this
+		// hop appended, so the site still sees the sender's address.
+		fromTrusted := trusted(pr.In.RemoteAddr)
+		if fromTrusted {
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
+		}
+		pr.SetXForwarded()
+		if fromTrusted {
+			for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+				if v := pr.In.Header.Get(h); v != "" {
+					pr.Out.Header.Set(h, v)
+				}
+			}
+		}
 	}
 	pass = &httputil.ReverseProxy{
 		Rewrite:   rewrite,

@@ -87,7 +87,8 @@ func New(o Options) (*Proxy, error) {
 	if t == nil {
 		t = newTransport()
 	}
-	p.pass, p.capt = newReverseProxies(o.Upstream, t, func(r *http.Request, err error) {
+	trusted := func(remoteAddr string) bool { return p.contract.Load().TrustedPeer(remoteAddr) }
+	p.pass, p.capt = newReverseProxies(o.Upstream, t, trusted, func(r *http.Request, err error) {
 		p.log.Warn("pass-through to the site failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	})
 	every := o.HitFlushInterval

@@ -509,3 +509,28 @@ func TestOversizeContentLengthRefusedBeforeBody(t *testing.T) {
 		t.Fatalf("status %d, want 413", resp.StatusCode)
 	}
 }
+
+// Behind the site's own nginx (a trusted proxy) the sender's address
+// survives; from anyone else a client-sent X-Forwarded-For is dropped.
+func TestTrustedProxyKeepsForwardedChain(t *testing.T) {
+	for _, tt := range []struct {
+		name, trusted, wantFor, wantProto string
+	}{
+		{"untrusted peer", "", "127.0.0.1", "http"},
+		{"trusted peer", "trusted_proxies: [127.0.0.0/8]\n", "203.0.113.7, 127.0.0.1", "https"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			site := proxytest.NewUpstream(t, nil)
+			px := proxytest.Start(t, store, site.URL, tt.trusted+shopConfig)
+			proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"xff"}`, "X-Forwarded-For", "203.0.113.7", "X-Forwarded-Proto", "https")
+			h := site.LastHeader("xff")
+			if got := h.Get("X-Forwarded-For"); got != tt.wantFor {
+				t.Errorf("X-Forwarded-For = %q, want %q", got, tt.wantFor)
+			}
+			if got := h.Get("X-Forwarded-Proto"); got != tt.wantProto {
+				t.Errorf("X-Forwarded-Proto = %q, want %q", got, tt.wantProto)
+			}
+		})
+	}
+}
