@@ -278,14 +278,16 @@ func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(logs)
+	var seen []string
 	for lines.Scan() {
 		var entry struct{ Msg, Listen string }
 		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "hookonce serving" {
 			go io.Copy(io.Discard, logs)
 			return cmd, "http://" + entry.Listen
 		}
+		seen = append(seen, lines.Text())
 	}
-	t.Fatal("hookonce serve exited before it listened")
+	t.Fatalf("hookonce serve exited before it listened:\n%s", strings.Join(seen, "\n"))
 	return nil, ""
 }
 
