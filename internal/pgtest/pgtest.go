@@ -110,15 +110,22 @@ func StartServer(opts Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if s.port, err = freePort(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	// The free port may be taken by someone else before postgres binds it:
+	// try another (restarts after Stop keep theirs, as DSNs are handed out).
+	for attempt := 1; ; attempt++ {
+		if s.port, err = freePort(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		err = s.Start()
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 3 || !strings.Contains(s.logTail(), "already in use") {
+			s.Close()
+			return nil, err
+		}
 	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // unprivileged returns the credential of the "postgres" user (postgres
