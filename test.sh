@@ -11,6 +11,8 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# staticcheck, pinned; fetched through the Go module proxy on first use.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 CGO_ENABLED=0 go build -o /dev/null .   # the static binary keeps building
 # Deployment files (deploy/): compose validates without an engine; the
 # Kubernetes manifests are decoded strictly into k8s.io/api types by their

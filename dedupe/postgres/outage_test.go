@@ -19,12 +19,12 @@ const slack = 1500 * time.Millisecond
 
 // claimWithin claims under a deadline and returns the error and how long
 // the call took.
-func claimWithin(s dedupe.Store, d time.Duration, r dedupe.ClaimRequest) (dedupe.ClaimResult, error, time.Duration) {
+func claimWithin(s dedupe.Store, d time.Duration, r dedupe.ClaimRequest) (dedupe.ClaimResult, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
 	res, err := s.Claim(ctx, r)
-	return res, err, time.Since(start)
+	return res, time.Since(start), err
 }
 
 // eventually claims until it works, for up to 15s, and fails the test if it
@@ -33,7 +33,7 @@ func eventually(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest) dedupe.Clai
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		res, err, _ := claimWithin(s, 2*time.Second, r)
+		res, _, err := claimWithin(s, 2*time.Second, r)
 		if err == nil {
 			return res
 		}
@@ -73,7 +73,7 @@ func TestOutageStopStart(t *testing.T) {
 	}
 	const deadline = 500 * time.Millisecond
 	for i := range 3 {
-		_, err, took := claimWithin(s, deadline, claimReq("during", "h"))
+		_, took, err := claimWithin(s, deadline, claimReq("during", "h"))
 		mustUnavailable(t, "Claim with the database stopped", err, took, deadline)
 		_ = i
 	}
@@ -147,14 +147,14 @@ func TestPausedDatabase(t *testing.T) {
 		frozenOwners.Store(r.Owner, true)
 		return r
 	}
-	_, err, took := claimWithin(s, deadline, frozen())
+	_, took, err := claimWithin(s, deadline, frozen())
 	mustUnavailable(t, "Claim on a paused database", err, took, deadline)
 	errs := make(chan error, 10)
 	for range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err, took := claimWithin(s, deadline, frozen())
+			_, took, err := claimWithin(s, deadline, frozen())
 			if !errors.Is(err, dedupe.ErrUnavailable) || took > deadline+slack {
 				errs <- err
 			}

@@ -267,7 +267,7 @@ func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--store", dsn, "--config", cfg,
-		"--listen", "127.0.0.1:0", "--log-format", "json")
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	logs, err := cmd.StderrPipe()
 	if err != nil {
