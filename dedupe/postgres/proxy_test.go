@@ -32,50 +32,11 @@ func TestAcceptance(t *testing.T) {
 
 // Two hookonce replicas (separate handlers, separate pools) in front of one
 // site and one database: 10 events × 6 deliveries at once, spread over
-// both, run the site's handler exactly 10 times and every delivery gets 2xx.
+// both, run the site's handler exactly 10 times, every delivery gets a 2xx
+// (proxytest.RunTwoReplicas).
 func TestTwoReplicas(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(150 * time.Millisecond) // long enough for every copy to arrive while it runs
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"ok":true}`)
-	})
-	replicas := []*proxytest.Instance{
-		proxytest.Start(t, mustNew(t, dsn), site.URL, proxytest.AcceptanceConfig),
-		proxytest.Start(t, mustNew(t, dsn), site.URL, proxytest.AcceptanceConfig),
-	}
-	const events, copies = 10, 6
-	replies := make([][]proxytest.Reply, events)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for e := range events {
-		replies[e] = make([]proxytest.Reply, copies)
-		for c := range copies {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				url := replicas[(e+c)%2].URL + "/hooks/shop"
-				replies[e][c] = proxytest.Post(t, url, fmt.Sprintf(`{"id":"two-replicas-%d","n":1}`, e))
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	for e := range events {
-		id := fmt.Sprintf("two-replicas-%d", e)
-		if n := site.Executions(id); n != 1 {
-			t.Errorf("%s: %d executions, want 1", id, n)
-		}
-		for c, r := range replies[e] {
-			if r.Status < 200 || r.Status > 299 {
-				t.Errorf("%s delivery %d: status %d %s", id, c, r.Status, r.Body)
-			}
-		}
-	}
-	if n := site.Total(); n != events {
-		t.Errorf("site ran %d times in all, want %d", n, events)
-	}
+	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }
 
 const outageConfig = `
@@ -92,48 +53,16 @@ senders:
 // once, by the same proxy and store.
 func TestOutageThroughProxy(t *testing.T) {
 	srv := pgtest.Start(t)
-	store := mustNew(t, srv.NewDatabase(t))
-	site := proxytest.NewUpstream(t, nil)
-	px := proxytest.Start(t, store, site.URL, outageConfig)
-	url := px.URL + "/hooks/shop"
-	body := `{"id":"during-outage"}`
-
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	got := proxytest.Post(t, url, body)
-	if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
-		t.Fatalf("database down: %d Retry-After=%q %s", got.Status, got.Header.Get("Retry-After"), got.Body)
-	}
-	if took := time.Since(began); took > 500*time.Millisecond+slack {
-		t.Fatalf("503 took %v with store_timeout 500ms", took)
-	}
-	if n := site.Total(); n != 0 {
-		t.Fatalf("site called %d times while the database was down", n)
-	}
-
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The sender retries until it gets through.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		got = proxytest.Post(t, url, body)
-		if got.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			break
+	must := func(op func() error) func(testing.TB) {
+		return func(t testing.TB) {
+			t.Helper()
+			if err := op(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	if got.Status != http.StatusOK || got.Replayed() {
-		t.Fatalf("retry after the outage: %d replayed=%v %s", got.Status, got.Replayed(), got.Body)
-	}
-	if again := proxytest.Post(t, url, body); !again.Replayed() {
-		t.Fatalf("repeat after the outage not replayed: %d", again.Status)
-	}
-	if n := site.Executions("during-outage"); n != 1 {
-		t.Fatalf("executions = %d, want 1", n)
-	}
+	proxytest.RunOutageThroughProxy(t, mustNew(t, srv.NewDatabase(t)), "store_timeout: 500ms",
+		proxytest.Outage{Name: "stopped", Down: must(srv.Stop), Up: must(srv.Start), Within: 500*time.Millisecond + slack})
 }
 
 // A frozen database (SIGSTOP on the server and its backends) answers a new
