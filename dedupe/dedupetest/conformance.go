@@ -577,38 +577,41 @@ func testCancelledContext(t *testing.T, s dedupe.Store, sender string) {
 	mustNotFound(t, s, sender, "evt")
 }
 
-func testParallelClaimOneWinner(t *testing.T, s dedupe.Store, sender string) {
-	const n = 50
-	var wg sync.WaitGroup
-	var claimed, inProgress, other atomic.Int64
+// claimAtOnce fires n claims of one key at the same moment and counts the
+// outcomes; errors fail the test.
+func claimAtOnce(t *testing.T, s dedupe.Store, sender string, n int) map[dedupe.Outcome]int {
+	t.Helper()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex // guards counts
+		counts = map[dedupe.Outcome]int{}
+	)
 	start := make(chan struct{})
-	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			res, err := s.Claim(context.Background(), req(sender, "evt", "h1", owner()))
-			switch {
-			case err != nil:
-				errs <- err
-			case res.Outcome == dedupe.Claimed:
-				claimed.Add(1)
-			case res.Outcome == dedupe.InProgress:
-				inProgress.Add(1)
-			default:
-				other.Add(1)
+			if err != nil {
+				t.Errorf("Claim: %v", err)
+				return
 			}
+			mu.Lock()
+			counts[res.Outcome]++
+			mu.Unlock()
 		}()
 	}
 	close(start)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("Claim: %v", err)
-	}
-	if claimed.Load() != 1 || inProgress.Load() != n-1 || other.Load() != 0 {
-		t.Fatalf("%d claimers: claimed=%d in_progress=%d other=%d, want 1/%d/0", n, claimed.Load(), inProgress.Load(), other.Load(), n-1)
+	return counts
+}
+
+func testParallelClaimOneWinner(t *testing.T, s dedupe.Store, sender string) {
+	const n = 50
+	got := claimAtOnce(t, s, sender, n)
+	if got[dedupe.Claimed] != 1 || got[dedupe.InProgress] != n-1 || len(got) != 2 {
+		t.Fatalf("%d claimers: %v, want 1 claimed and %d in_progress", n, got, n-1)
 	}
 }
 
@@ -618,32 +621,9 @@ func testParallelTakeoverOneWinner(t *testing.T, s dedupe.Store, sender string) 
 	mustClaim(t, s, r, dedupe.Claimed)
 	time.Sleep(300 * time.Millisecond)
 	const n = 50
-	var wg sync.WaitGroup
-	var won, inProgress, other atomic.Int64
-	start := make(chan struct{})
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			rr := req(sender, "evt", "h1", owner())
-			res, err := s.Claim(context.Background(), rr)
-			switch {
-			case err != nil:
-				t.Errorf("Claim: %v", err)
-			case res.Outcome == dedupe.TakenOver:
-				won.Add(1)
-			case res.Outcome == dedupe.InProgress:
-				inProgress.Add(1)
-			default:
-				other.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if won.Load() != 1 || inProgress.Load() != n-1 || other.Load() != 0 {
-		t.Fatalf("%d takeover attempts: taken_over=%d in_progress=%d other=%d, want 1/%d/0", n, won.Load(), inProgress.Load(), other.Load(), n-1)
+	got := claimAtOnce(t, s, sender, n)
+	if got[dedupe.TakenOver] != 1 || got[dedupe.InProgress] != n-1 || len(got) != 2 {
+		t.Fatalf("%d takeover attempts: %v, want 1 taken_over and %d in_progress", n, got, n-1)
 	}
 	if rec := mustGet(t, s, sender, "evt"); rec.Takeovers != 1 {
 		t.Fatalf("takeovers = %d, want 1", rec.Takeovers)
