@@ -27,8 +27,8 @@ func conflictsCommand() *cli.Command {
 		Name:  "conflicts",
 		Usage: "list deliveries that reused a known key with another payload, newest first",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.StringFlag{Name: "sender", Usage: "only this sender"},
-			&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many"},
+			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
+			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
@@ -120,7 +120,7 @@ func purgeCommand() *cli.Command {
 		Usage: "delete records past their sender's ttl, or with --older-than those received longer ago; " +
 			"a claim whose lease is alive is never touched",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.DurationFlag{Name: "older-than", Usage: "delete records received longer ago than this (e.g. 72h) instead of those past their ttl"},
+			&cli.DurationFlag{Name: "older-than", EnvVars: []string{"HOOKONCE_OLDER_THAN"}, Usage: "delete records received longer ago than this (e.g. 72h) instead of those past their ttl"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {

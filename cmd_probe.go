@@ -76,8 +76,8 @@ func healthCommand() *cli.Command {
 		Name:  "health",
 		Usage: "exit 0 when the admin listener answers 200 (for container health checks)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:9090/healthz", EnvVars: []string{"HOOKONCE_HEALTH_URL"}, Usage: "health endpoint"},
-			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "give up after"},
+			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:9090/healthz", EnvVars: []string{"HOOKONCE_URL", "HOOKONCE_HEALTH_URL"}, Usage: "health endpoint"},
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, EnvVars: []string{"HOOKONCE_TIMEOUT"}, Usage: "give up after"},
 		},
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))

@@ -16,7 +16,7 @@ import (
 )
 
 func jsonFlag() *cli.BoolFlag {
-	return &cli.BoolFlag{Name: "json", Usage: "print JSON for scripts"}
+	return &cli.BoolFlag{Name: "json", EnvVars: []string{"HOOKONCE_JSON"}, Usage: "print JSON for scripts"}
 }
 
 func lookupCommand() *cli.Command {
@@ -53,9 +53,9 @@ func listCommand() *cli.Command {
 		Name:  "list",
 		Usage: "list recent records, newest first",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.StringFlag{Name: "sender", Usage: "only this sender"},
-			&cli.StringFlag{Name: "status", Usage: "only this state: processing, done or unknown"},
-			&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many"},
+			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
+			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done or unknown"},
+			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
 			state := dedupe.State(c.String("status"))
