@@ -131,6 +131,11 @@ func serve(c *cli.Context) error {
 
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Registered before anything slow: an early SIGHUP (systemd's reload)
+	// must not kill the process with the signal's default action.
+	reloads := make(chan os.Signal, 1)
+	signal.Notify(reloads, syscall.SIGHUP)
+	defer signal.Stop(reloads)
 
 	store, err := openStore(ctx, sc.storeDSN)
 	if err != nil {
@@ -175,9 +180,6 @@ func serve(c *cli.Context) error {
 		"store", redactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
 
 	go purgeLoop(ctx, store, log)
-	reloads := make(chan os.Signal, 1)
-	signal.Notify(reloads, syscall.SIGHUP)
-	defer signal.Stop(reloads)
 
 	for {
 		select {
