@@ -527,21 +527,39 @@ func (d *delivery) heartbeat() (stop func()) {
 func (d *delivery) complete(c *capture) {
 	resp := storable(d.s, c)
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 1; ; attempt++ {
 		err = d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
 			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp)
 		})
-		if err == nil || errors.Is(err, dedupe.ErrNotOwner) {
-			break
+		if err == nil {
+			return
 		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+		if errors.Is(err, dedupe.ErrNotOwner) {
+			if attempt > 1 && d.storedByUs() {
+				return // an earlier attempt committed; only its reply was lost
+			}
+			d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
+			return
+		}
+		if attempt == 3 {
+			d.log.Error("answer not stored: a retry after the lease will run the handler again", "key", d.key, "err", err)
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 	}
-	switch {
-	case errors.Is(err, dedupe.ErrNotOwner):
-		d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
-	case err != nil:
-		d.log.Error("answer not stored: a retry after the lease will run the handler again", "key", d.key, "err", err)
-	}
+}
+
+// storedByUs tells, after a Complete whose reply was lost (trap 12), whether
+// it committed: the record is done with this delivery's payload and the
+// answer the site gave is there. Never retry a write blindly; re-read.
+func (d *delivery) storedByUs() bool {
+	var rec dedupe.Record
+	err := d.p.storeCall(d.r, d.s, "get", func(ctx context.Context) (err error) {
+		rec, err = d.p.store.Get(ctx, d.s.Name, d.key)
+		return err
+	})
+	return err == nil && rec.State == dedupe.StateDone && rec.PayloadHash == d.hash &&
+		rec.Response != nil && rec.Response.Status == d.upstreamStatus
 }
 
 func (d *delivery) release(why string) {

@@ -534,3 +534,36 @@ func TestTrustedProxyKeepsForwardedChain(t *testing.T) {
 		})
 	}
 }
+
+// lostReply is the real store with one fault injected: the first Complete
+// commits, then its reply is lost (trap 12: a COMMIT whose answer never
+// arrived).
+type lostReply struct {
+	dedupe.Store
+	lost atomic.Bool
+}
+
+func (l *lostReply) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+	err := l.Store.Complete(ctx, sender, key, owner, resp)
+	if err == nil && l.lost.CompareAndSwap(false, true) {
+		return fmt.Errorf("complete: %w: connection reset after commit", dedupe.ErrUnavailable)
+	}
+	return err
+}
+
+func TestCompleteReplyLostIsNotReportedAsLost(t *testing.T) {
+	store := &lostReply{Store: newStore(t)}
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, shopConfig)
+	first := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"lost"}`)
+	again := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"lost"}`)
+	if !store.lost.Load() {
+		t.Fatal("the fault was never injected")
+	}
+	if first.Status != 200 || !again.Replayed() || site.Executions("lost") != 1 {
+		t.Fatalf("first %d, repeat replayed=%v, executions %d", first.Status, again.Replayed(), site.Executions("lost"))
+	}
+	if logs := px.Logs.String(); strings.Contains(logs, "answer not stored") {
+		t.Fatalf("a committed answer was logged as lost:\n%s", logs)
+	}
+}
