@@ -64,7 +64,7 @@ func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 		if len(cf.ChangedPaths) > 0 {
 			changed = strings.Join(cf.ChangedPaths, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, age(now, cf.ReceivedAt),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
 			shortHash(cf.StoredHash), shortHash(cf.ReceivedHash), changed)
 	}
 	tw.Flush()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
 )
 
@@ -89,22 +90,6 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func age(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
 func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SENDER\tKEY\tSTATE\tSTATUS\tAGE\tHITS\tTAKEOVERS")
@@ -113,7 +98,7 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 		if r.Response != nil {
 			status = fmt.Sprint(r.Response.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Sender, r.Key, r.State, status, age(now, r.ReceivedAt), r.Hits, r.Takeovers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Sender, r.Key, r.State, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers)
 	}
 	tw.Flush()
 }

@@ -174,7 +174,7 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	now := h.o.Now()
 	seen := map[string]bool{}
 	for _, rec := range recs {
-		p.Rows = append(p.Rows, eventRow{Record: rec, Age: age(now, rec.ReceivedAt)})
+		p.Rows = append(p.Rows, eventRow{Record: rec, Age: Age(now, rec.ReceivedAt)})
 		if !seen[rec.Sender] {
 			seen[rec.Sender] = true
 			p.Senders = append(p.Senders, rec.Sender)
@@ -200,7 +200,7 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 		h.uiStoreError(w, "get", err)
 		return
 	}
-	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: age(h.o.Now(), rec.ReceivedAt)}
+	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt)}
 	if rec.Response != nil {
 		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {
 			for _, v := range rec.Response.Header[name] {
@@ -242,7 +242,7 @@ func (h *Handler) uiConflicts(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.o.Now()
 	for _, c := range cs {
-		p.Rows = append(p.Rows, conflictRow{Conflict: c, Age: age(now, c.ReceivedAt)})
+		p.Rows = append(p.Rows, conflictRow{Conflict: c, Age: Age(now, c.ReceivedAt)})
 	}
 	h.render(w, http.StatusOK, "conflicts.html", p)
 }
@@ -294,7 +294,9 @@ func shortHash(h string) string {
 	return h
 }
 
-func age(now, t time.Time) string {
+// Age renders how long ago t was, coarsely (42s, 5m, 3h, 4d), as the page
+// and the CLI tables show it; "-" for a zero time.
+func Age(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
