@@ -104,9 +104,6 @@ func New(o Options) (*Proxy, error) {
 // SetContract swaps in new sender rules for requests that start after it.
 func (p *Proxy) SetContract(c *contract.Contract) { p.contract.Store(c) }
 
-// Contract returns the rules in force.
-func (p *Proxy) Contract() *contract.Contract { return p.contract.Load() }
-
 // Close waits for deliveries at the site until ctx is done, then aborts the
 // rest (their claims are released so the senders' retries run them), and
 // writes pending hit counts. The store is not closed.
