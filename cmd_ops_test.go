@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -147,15 +146,7 @@ func TestServeAdminListener(t *testing.T) {
 		})
 	}
 
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.exit:
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	s.terminate(t)
 	if _, err := http.Get(admin + "/healthz"); err == nil {
 		t.Fatal("the admin listener still answers after serve stopped")
 	}

@@ -95,6 +95,23 @@ func (s *server) countLog(msg string) int {
 	return n
 }
 
+// terminate sends SIGTERM and fails the test unless serve exits cleanly
+// within 10s.
+func (s *server) terminate(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exit:
+		if err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"}, args...)
@@ -188,17 +205,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 		t.Fatalf("list --json exit %d: %s", code, out)
 	}
 
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.exit:
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	s.terminate(t)
 }
 
 func TestExitCodes(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/probe"
@@ -89,7 +90,11 @@ func TestProbePassesAgainstHookonce(t *testing.T) {
 			px := proxytest.Start(t, store, site.URL, sandboxConfig)
 			cfg := probe.Config{Target: px.URL, Path: tc.path, Sender: tc.sender, KeyHeader: tc.keyHeader, Parallel: 8}
 			if tc.admin {
-				adm := httptest.NewServer(probetestAdmin(store, "s3cret"))
+				h, err := admin.New(admin.Options{Store: store, Token: "s3cret"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				adm := httptest.NewServer(h)
 				t.Cleanup(adm.Close)
 				cfg.Admin, cfg.AdminToken = adm.URL, "s3cret"
 			}

@@ -244,21 +244,30 @@ func ping(addr string) error {
 	return nil
 }
 
+// command sends one inline command and returns its one-line reply.
 func command(addr, cmd string) (string, error) {
+	var line string
+	err := roundTrip(addr, cmd, func(rd *bufio.Reader) (err error) {
+		line, err = rd.ReadString('\n')
+		line = strings.TrimRight(line, "\r\n")
+		return err
+	})
+	return line, err
+}
+
+// roundTrip dials addr, sends one inline command and lets read parse the
+// reply, all under a short deadline.
+func roundTrip(addr, cmd string, read func(*bufio.Reader) error) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
-		return "", err
+		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(line, "\r\n"), nil
+	return read(bufio.NewReader(c))
 }
 
 func tail(path string) string {
@@ -343,31 +352,23 @@ func (s *Server) ClusterURL() string { return "redis+cluster://" + s.Addr }
 
 // bulk sends one command and reads a bulk-string reply.
 func bulk(addr, cmd string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
-		return "", err
-	}
-	rd := bufio.NewReader(c)
-	head, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	head = strings.TrimRight(head, "\r\n")
-	if !strings.HasPrefix(head, "$") {
-		return head, fmt.Errorf("%s: reply %q", cmd, head)
-	}
-	n, err := strconv.Atoi(head[1:])
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("%s: reply %q", cmd, head)
-	}
-	buf := make([]byte, n+2)
-	if _, err := io.ReadFull(rd, buf); err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
+	var out string
+	err := roundTrip(addr, cmd, func(rd *bufio.Reader) error {
+		head, err := rd.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		head = strings.TrimRight(head, "\r\n")
+		n, err := strconv.Atoi(strings.TrimPrefix(head, "$"))
+		if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+			return fmt.Errorf("%s: reply %q", cmd, head)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return err
+		}
+		out = string(buf[:n])
+		return nil
+	})
+	return out, err
 }
