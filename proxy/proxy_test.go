@@ -505,8 +505,11 @@ func TestOversizeContentLengthRefusedBeforeBody(t *testing.T) {
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	addr := strings.TrimPrefix(px.URL, "http://")
 	resp := rawRequest(t, addr, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"id\":")
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("status %d, want 413", resp.StatusCode)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || site.Total() != 0 {
+		t.Fatalf("status %d, site calls %d; want 413 and none", resp.StatusCode, site.Total())
+	}
+	if recs, _ := store.List(context.Background(), dedupe.ListFilter{}); len(recs) != 0 {
+		t.Fatalf("refused delivery left %d records", len(recs))
 	}
 }
 
