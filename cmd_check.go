@@ -75,18 +75,38 @@ func runCheck(c *cli.Context) error {
 }
 
 // explain prints one "name: value" line each for sender, key, hash and
-// signature, in the order the proxy decides them.
+// signature, in the order the proxy decides them, then the route and the
+// conditions that chose the sender ("tried:" lines, in file order).
 func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []byte, now time.Time) error {
-	s := ct.Match(r.Method, r.URL.Path)
+	path, err := contract.NormalizePath(r.URL.EscapedPath())
+	if err != nil {
+		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.EscapedPath(), err)
+		return nil
+	}
+	rt := ct.Route(path)
+	if rt == nil {
+		fmt.Fprintf(out, "no sender matched %s %s\nreason: no sender names the path %s (passed through untouched)\n", r.Method, r.URL.Path, path)
+		return nil
+	}
+	req := contract.NewRequest(r, path, body, ct.ClientAddr(r.RemoteAddr, r.Header))
+	choice := rt.Select(req)
+	route := func() {
+		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
+		for _, why := range choice.Why {
+			fmt.Fprintf(out, "tried: %s\n", why)
+		}
+	}
+	s := choice.Sender
 	if s == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
+		route()
 		return nil
 	}
 	if int64(len(body)) > ct.MaxBody {
 		fmt.Fprintf(errw, "warning: the body is %d bytes, over max_body %d: hookonce answers 413\n", len(body), ct.MaxBody)
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
-	if key, err := s.Key(r, body); err != nil {
+	if key, err := s.Key(req); err != nil {
 		fmt.Fprintf(out, "key: missing: %s (missing_key: %s)\n", strings.TrimPrefix(err.Error(), contract.ErrMissingKey.Error()+": "), s.MissingKey)
 	} else {
 		fmt.Fprintf(out, "key: %s\n", key)
@@ -96,7 +116,7 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	} else {
 		fmt.Fprintf(out, "hash: sha256:%s\n", h)
 	}
-	switch err := s.Verify(r.Header, body, now); {
+	switch err := s.Verify(req, now); {
 	case !s.HasSignature():
 		fmt.Fprintln(out, "signature: none")
 	case err != nil:
@@ -104,6 +124,7 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	default:
 		fmt.Fprintln(out, "signature: valid")
 	}
+	route()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -63,18 +64,9 @@ type Contract struct {
 	// TrustedProxies are the peers whose X-Forwarded-* headers are kept.
 	TrustedProxies []netip.Prefix
 	Senders        []*Sender
+	router         *router
 	// Warnings are not errors: e.g. a ttl shorter than the preset's retry window.
 	Warnings []string
-}
-
-// Match returns the first sender whose match accepts method and path, or nil.
-func (c *Contract) Match(method, path string) *Sender {
-	for _, s := range c.Senders {
-		if s.Matches(method, path) {
-			return s
-		}
-	}
-	return nil
 }
 
 // Sender returns the sender with the given name, or nil.
@@ -93,16 +85,7 @@ func (c *Contract) TrustedPeer(remoteAddr string) bool {
 		return false
 	}
 	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range c.TrustedProxies {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	return err == nil && c.trusted(ap.Addr().Unmap())
 }
 
 // Empty returns a contract with no senders: every request is passed through.
@@ -181,8 +164,13 @@ type policyFile struct {
 }
 
 type matchFile struct {
-	Method string `yaml:"method"`
-	Path   string `yaml:"path"`
+	Method string          `yaml:"method"`
+	Path   string          `yaml:"path"`
+	When   []conditionFile `yaml:"when"`
+}
+
+type pathFile struct {
+	Unmatched string `yaml:"unmatched"`
 }
 
 type keyPartFile struct {
@@ -198,6 +186,7 @@ type senderFile struct {
 	Match      matchFile        `yaml:"match"`
 	Key        []keyPartFile    `yaml:"key"`
 	Signature  *SignatureConfig `yaml:"signature"`
+	Success    *successFile     `yaml:"success"`
 	policyFile `yaml:",inline"`
 	node       *yaml.Node // where it is in the file, for line numbers
 }
@@ -212,6 +201,8 @@ type file struct {
 	TrustedProxies []string     `yaml:"trusted_proxies"`
 	Defaults       policyFile   `yaml:"defaults"`
 	Senders        []senderFile `yaml:"senders"`
+	// Paths holds per-path settings for paths that senders name.
+	Paths map[string]pathFile `yaml:"paths"`
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
@@ -247,7 +238,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 		}
 	}
 
-	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody}
+	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody, router: newRouter()}
 	for _, tp := range f.TrustedProxies {
 		pfx, err := netip.ParsePrefix(tp)
 		if err != nil {
@@ -292,15 +283,50 @@ func Parse(data []byte, name string) (*Contract, error) {
 		seen[sf.Name] = true
 		if s != nil {
 			c.Senders = append(c.Senders, s)
+			c.router.add(s)
 			if w := s.retryWindowWarning(); w != "" {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: sender %q: %s", name, s.Name, w))
 			}
+		}
+	}
+	pathsNode := lookupNode(top, "paths")
+	for _, path := range sortedKeys(f.Paths) {
+		pf := f.Paths[path]
+		field := "paths." + path
+		line := fieldLine(top, "paths")
+		if n := lookupNode(pathsNode, path); n != nil {
+			line = n.Line
+		}
+		var rt *Route
+		for _, r := range c.router.routes {
+			if r.Path == path {
+				rt = r
+			}
+		}
+		switch {
+		case len(e.Problems) == 0 && rt == nil:
+			e.add(Problem{Line: line, Field: field, Msg: "no sender names this path (write it as in match.path)"})
+		case pf.Unmatched == "" || pf.Unmatched == UnmatchedReject || pf.Unmatched == UnmatchedPass:
+			if rt != nil && pf.Unmatched != "" {
+				rt.Unmatched = pf.Unmatched
+			}
+		default:
+			e.add(Problem{Line: line, Field: field + ".unmatched", Msg: fmt.Sprintf("%q: want reject or pass", pf.Unmatched)})
 		}
 	}
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
 	return c, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (e *Error) add(p Problem) { e.Problems = append(e.Problems, p) }
@@ -357,7 +383,10 @@ func fieldLine(n *yaml.Node, field string) int {
 	return line
 }
 
-var senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+var (
+	senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	httpToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Z-]+$")
+)
 
 func builtinSender() Sender {
 	final, _ := ParseStatusSet(DefaultFinalStatuses)
@@ -402,12 +431,36 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 				s.Keys = append([]KeyPart(nil), p.Keys...)
 			}
 			sigCfg = p.Signature.merge(sf.Signature)
+			s.Success = p.Success
 		}
 	}
+	if sf.Success != nil {
+		su, sprobs := compileSuccess(sf.Success)
+		probs = append(probs, sprobs...)
+		s.Success = su
+	}
 
-	s.Method = strings.ToUpper(strings.TrimSpace(sf.Match.Method))
-	if s.Method == "" {
-		s.Method = "POST"
+	switch m := strings.ToUpper(strings.TrimSpace(sf.Match.Method)); m {
+	case "":
+		s.Methods = []string{http.MethodPost}
+	case "*", "ANY":
+		s.Methods = nil
+	default:
+		for part := range strings.SplitSeq(m, ",") {
+			if part = strings.TrimSpace(part); !httpToken.MatchString(part) {
+				bad("match.method", "%q: want a method such as POST, a comma-separated list, or *", sf.Match.Method)
+				break
+			}
+			s.Methods = append(s.Methods, part)
+		}
+	}
+	for i, cf := range sf.Match.When {
+		cond, err := compileCondition(cf)
+		if err != nil {
+			bad(fmt.Sprintf("match.when[%d]", i), "%v", err)
+			continue
+		}
+		s.When = append(s.When, cond)
 	}
 	s.Path = sf.Match.Path
 	switch {
@@ -417,6 +470,12 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		bad("match.path", "%q must start with /", s.Path)
 	case strings.Contains(strings.TrimSuffix(s.Path, "*"), "*"):
 		bad("match.path", "%q: only a trailing * is allowed", s.Path)
+	default:
+		// The path is matched as the site runs it, so it is written that way.
+		base, star := strings.CutSuffix(s.Path, "*")
+		if norm, err := NormalizePath(base); err != nil || (norm != base && !(star && norm+"/" == base)) {
+			bad("match.path", "%q: write the path as the site runs it (no %%-escapes, //, . or .. segments, or trailing /)", s.Path)
+		}
 	}
 
 	for i, kf := range sf.Key {

@@ -3,30 +3,18 @@ package contract
 import (
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"net/url"
 	"strings"
-
-	"github.com/tidwall/gjson"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrMissingKey is wrapped by Key when a part of the event id is absent.
 var ErrMissingKey = errors.New("event id missing")
 
-// KeySource says where a key part is read from.
-type KeySource string
-
-const (
-	FromHeader KeySource = "header"
-	FromBody   KeySource = "body" // a gjson path into a JSON body
-	FromQuery  KeySource = "query"
-	FromForm   KeySource = "form" // an application/x-www-form-urlencoded field
-)
-
 // KeyPart is one part of a sender's event id.
 type KeyPart struct {
-	Source KeySource
+	Source Source
 	Name   string // header name, JSON path, query or form field
 	// Fallback is tried when Name is absent (a preset's second header).
 	Fallback string
@@ -60,75 +48,63 @@ func compileKeyPart(kf keyPartFile) (KeyPart, error) {
 	return parts[0], nil
 }
 
-// Key extracts the event id from a delivery: the parts' values joined with
-// ":". An absent part gives an error wrapping ErrMissingKey that names the
-// part but quotes nothing from the body.
-func (s *Sender) Key(r *http.Request, body []byte) (string, error) {
-	vals := make([]string, 0, len(s.Keys))
-	var form url.Values
-	for _, k := range s.Keys {
-		v, err := k.extract(r, body, &form)
+// ErrBadKey is wrapped by Key when a part of the event id holds what no
+// event id should: control characters, NUL, invalid UTF-8.
+var ErrBadKey = errors.New("event id invalid")
+
+// maxKeyPart bounds one part of an event id.
+const maxKeyPart = 512
+
+// Key extracts the event id from a delivery, reading each part as the site
+// reads it (see Request). A single part is the key as it is; several parts
+// are each escaped ("\\" and "\:") and joined with ":", so no two
+// different lists of parts make one key (trap 22 in ARCHITECTURE.md). An
+// absent part gives an error wrapping ErrMissingKey, an unusable one
+// ErrBadKey; neither quotes the body.
+func (s *Sender) Key(req *Request) (string, error) {
+	if len(s.Keys) == 1 {
+		return s.Keys[0].extract(req)
+	}
+	var b strings.Builder
+	for i, k := range s.Keys {
+		v, err := k.extract(req)
 		if err != nil {
 			return "", err
 		}
-		vals = append(vals, v)
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		for j := 0; j < len(v); j++ {
+			if v[j] == '\\' || v[j] == ':' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v[j])
+		}
 	}
-	return strings.Join(vals, ":"), nil
+	return b.String(), nil
 }
 
-func (k KeyPart) extract(r *http.Request, body []byte, form *url.Values) (string, error) {
-	get := func(name string) (string, error) {
-		switch k.Source {
-		case FromHeader:
-			return strings.TrimSpace(r.Header.Get(name)), nil
-		case FromQuery:
-			return r.URL.Query().Get(name), nil
-		case FromForm:
-			if *form == nil {
-				mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-				if mt != "application/x-www-form-urlencoded" {
-					return "", fmt.Errorf("%w: form %s: body is not application/x-www-form-urlencoded", ErrMissingKey, name)
-				}
-				f, err := url.ParseQuery(string(body))
-				if err != nil {
-					return "", fmt.Errorf("%w: form %s: body is not a valid form", ErrMissingKey, name)
-				}
-				*form = f
-			}
-			return form.Get(name), nil
-		case FromBody:
-			if !gjson.ValidBytes(body) {
-				return "", fmt.Errorf("%w: body %s: body is not JSON", ErrMissingKey, name)
-			}
-			res := gjson.GetBytes(body, name)
-			switch res.Type {
-			case gjson.String:
-				return res.Str, nil
-			case gjson.Number:
-				return res.Raw, nil // as written: 1e3 stays 1e3
-			case gjson.Null:
-				return "", nil
-			default:
-				if !res.Exists() {
-					return "", nil
-				}
-				return "", fmt.Errorf("%w: body %s: not a string or number", ErrMissingKey, name)
-			}
-		}
-		return "", fmt.Errorf("unknown key source %q", k.Source)
-	}
-	v, err := get(k.Name)
-	if err == nil && v == "" && k.Fallback != "" {
-		v, err = get(k.Fallback)
+func (k KeyPart) extract(req *Request) (string, error) {
+	v, ok, err := req.Value(k.Source, k.Name)
+	if err == nil && (!ok || v == "") && k.Fallback != "" {
+		v, ok, err = req.Value(k.Source, k.Fallback)
 	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %s: %v", ErrMissingKey, k, err)
 	}
-	if v == "" {
+	if !ok || v == "" {
 		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, k)
 	}
-	if len(v) > 512 {
-		return "", fmt.Errorf("%w: %s longer than 512 bytes", ErrMissingKey, k)
+	if len(v) > maxKeyPart {
+		return "", fmt.Errorf("%w: %s longer than %d bytes", ErrBadKey, k, maxKeyPart)
+	}
+	if !utf8.ValidString(v) {
+		return "", fmt.Errorf("%w: %s is not valid UTF-8", ErrBadKey, k)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return "", fmt.Errorf("%w: %s holds a control character", ErrBadKey, k)
+		}
 	}
 	return v, nil
 }

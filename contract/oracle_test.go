@@ -96,7 +96,7 @@ func TestOracleStripe(t *testing.T) {
 			})
 			header = signed.Header
 		}
-		ours := s.Verify(hdr("Stripe-Signature", header), payload, now)
+		ours := s.Verify(sigRequest(hdr("Stripe-Signature", header), payload), now)
 		theirs := webhook.ValidatePayloadWithTolerance(payload, header, secret, contract.DefaultTolerance)
 		agree(t, "round "+strconv.Itoa(i), ours, theirs)
 		if ours == nil {
@@ -153,7 +153,7 @@ func TestOracleStandardWebhooks(t *testing.T) {
 			bad, _ := other.Sign(id, ts, body)
 			h.Set("webhook-signature", bad)
 		}
-		ours := s.Verify(h, payload, now)
+		ours := s.Verify(sigRequest(h, payload), now)
 		theirs := wh.Verify(payload, h)
 		agree(t, "round "+strconv.Itoa(i), ours, theirs)
 		if ours == nil {
@@ -187,7 +187,7 @@ func TestOracleGitHub(t *testing.T) {
 		case 5:
 			sig = "sha256=" + strings.Repeat("0", 64)
 		}
-		ours := s.Verify(hdr("X-Hub-Signature-256", sig), payload, time.Now())
+		ours := s.Verify(sigRequest(hdr("X-Hub-Signature-256", sig), payload), time.Now())
 		theirs := github.ValidateSignature(sig, payload, []byte(secret))
 		agree(t, "round "+strconv.Itoa(i), ours, theirs)
 		if ours == nil {

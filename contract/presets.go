@@ -9,6 +9,7 @@ type preset struct {
 	Keys        []KeyPart
 	Signature   SignatureConfig
 	RetryWindow time.Duration
+	Success     *Success // nil: every final status is a success
 }
 
 // presets by name. Each one carries its signature scheme, so a preset

@@ -1,8 +1,7 @@
 package contract
 
 import (
-	"net/http"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -15,8 +14,9 @@ type Sender struct {
 	// RetryWindow is how long the preset's sender keeps retrying; 0 unknown.
 	RetryWindow time.Duration
 
-	Method string // upper case; "POST" when the file names none
-	Path   string // exact, or a prefix when it ends in *
+	Methods []string    // upper case; [POST] when the file names none; nil for any
+	Path    string      // as the site runs it: exact, or a prefix when it ends in *
+	When    []Condition // all must hold (match.when)
 
 	Keys   []KeyPart // joined with ":" in order
 	Hash   string    // HashRaw or HashJSON
@@ -37,6 +37,10 @@ type Sender struct {
 	Mode             string // ModeEnforce or ModeShadow
 	ForwardKeyHeader string // "" disables
 
+	// Success tells an applied delivery from a failed one among final
+	// answers; nil means every final status is a success.
+	Success *Success
+
 	ConflictStatus  int
 	ConflictBody    string // "" means the built-in problem+json body
 	DuplicateStatus int    // 0 means replay the stored answer
@@ -47,15 +51,8 @@ type Sender struct {
 	verifier Verifier // nil when no signature is configured
 }
 
-// Matches reports whether a request with method and path is this sender's.
-func (s *Sender) Matches(method, path string) bool {
-	if s.Method != method {
-		return false
-	}
-	if p, ok := strings.CutSuffix(s.Path, "*"); ok {
-		return strings.HasPrefix(path, p)
-	}
-	return path == s.Path
+func (s *Sender) acceptsMethod(m string) bool {
+	return s.Methods == nil || slices.Contains(s.Methods, m)
 }
 
 // Final reports whether an upstream status is final for this sender.
@@ -70,11 +67,11 @@ func (s *Sender) HasSignature() bool { return s.verifier != nil }
 // Verify checks the delivery's signature over the raw body; nil when valid
 // or when the sender has no signature configured. now judges timestamps.
 // The error says what is wrong without quoting the signature or a secret.
-func (s *Sender) Verify(h http.Header, body []byte, now time.Time) error {
+func (s *Sender) Verify(req *Request, now time.Time) error {
 	if s.verifier == nil {
 		return nil
 	}
-	return s.verifier.Verify(h, body, now)
+	return s.verifier.Verify(req, now)
 }
 
 func (s *Sender) retryWindowWarning() string {

@@ -16,9 +16,11 @@ import (
 	"time"
 )
 
-// Verifier checks one delivery's signature over the raw body bytes.
+// Verifier checks one delivery's authenticity: a signature over the raw
+// body, over values read as the site reads them, the sender's address, a
+// shared token. now judges signed timestamps.
 type Verifier interface {
-	Verify(h http.Header, body []byte, now time.Time) error
+	Verify(req *Request, now time.Time) error
 }
 
 // Signature schemes.
@@ -289,7 +291,8 @@ type hmacVerifier struct {
 // header cannot cost more than a few comparisons per key.
 const maxSignatures = 16
 
-func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) error {
+func (v *hmacVerifier) Verify(req *Request, now time.Time) error {
+	h, body := req.Header, req.Body
 	switch v.scheme {
 	case SchemeStripe:
 		return v.stripe(h, body, now)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,10 +172,10 @@ func TestPublishedVectors(t *testing.T) {
 			if !s.HasSignature() {
 				t.Fatal("HasSignature = false")
 			}
-			if err := s.Verify(tt.header, []byte(tt.body), tt.now); err != nil {
+			if err := s.Verify(sigRequest(tt.header, []byte(tt.body)), tt.now); err != nil {
 				t.Fatalf("Verify(published example) = %v, want valid", err)
 			}
-			if err := s.Verify(tt.header, []byte(tt.body+" "), tt.now); err == nil {
+			if err := s.Verify(sigRequest(tt.header, []byte(tt.body+" ")), tt.now); err == nil {
 				t.Fatal("Verify accepted the example with one byte appended")
 			}
 		})
@@ -380,7 +381,7 @@ func TestVerdicts(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					err := c.s.Verify(c.h, []byte(c.body), c.now)
+					err := c.s.Verify(sigRequest(c.h, []byte(c.body)), c.now)
 					switch {
 					case c.reason == "" && err != nil:
 						t.Fatalf("Verify = %v, want valid", err)
@@ -427,7 +428,7 @@ func TestNoSignature(t *testing.T) {
 	if s.HasSignature() {
 		t.Fatal("HasSignature = true without a signature section")
 	}
-	if err := s.Verify(http.Header{}, []byte("x"), time.Now()); err != nil {
+	if err := s.Verify(sigRequest(http.Header{}, []byte("x")), time.Now()); err != nil {
 		t.Fatalf("Verify without a scheme = %v", err)
 	}
 }
@@ -437,10 +438,10 @@ func TestToleranceOverride(t *testing.T) {
 	s := mustSender(t, "preset: slack", "signature: {secret_env: HOOKONCE_TEST_SECRET, tolerance: 1h}")
 	now := time.Unix(1764451200, 0)
 	h := hdr("X-Slack-Request-Timestamp", strconv.FormatInt(now.Unix()-1800, 10), "X-Slack-Signature", signSlack("s", now.Unix()-1800, "b"))
-	if err := s.Verify(h, []byte("b"), now); err != nil {
+	if err := s.Verify(sigRequest(h, []byte("b")), now); err != nil {
 		t.Fatalf("30 minutes old with tolerance 1h: %v", err)
 	}
-	if err := s.Verify(h, []byte("b"), now.Add(time.Hour)); err == nil || !strings.Contains(err.Error(), contract.ReasonTolerance) {
+	if err := s.Verify(sigRequest(h, []byte("b")), now.Add(time.Hour)); err == nil || !strings.Contains(err.Error(), contract.ReasonTolerance) {
 		t.Fatalf("90 minutes old with tolerance 1h: %v", err)
 	}
 }
@@ -459,7 +460,7 @@ func TestSecretFileTrimmedAndRelativeToConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := hdr("X-Hub-Signature-256", "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17")
-	if err := c.Senders[0].Verify(h, []byte("Hello, World!"), time.Now()); err != nil {
+	if err := c.Senders[0].Verify(sigRequest(h, []byte("Hello, World!")), time.Now()); err != nil {
 		t.Fatalf("secret file with whitespace: %v", err)
 	}
 }
@@ -554,12 +555,12 @@ func TestPresetsFillKeyAndWindow(t *testing.T) {
 			for k, v := range tt.header {
 				r.Header[k] = v
 			}
-			got, err := s.Key(r, []byte(tt.body))
+			got, err := s.Key(keyRequest(r, []byte(tt.body)))
 			if err != nil || got != tt.want {
 				t.Fatalf("Key = %q, %v; want %q", got, err, tt.want)
 			}
-			if s.Method != "POST" || s.Path != "/hook" {
-				t.Errorf("preset changed the match: %s %s", s.Method, s.Path)
+			if !slices.Equal(s.Methods, []string{"POST"}) || s.Path != "/hook" {
+				t.Errorf("preset changed the match: %s %s", s.Methods, s.Path)
 			}
 		})
 	}
@@ -570,15 +571,15 @@ func TestSenderOverridesPreset(t *testing.T) {
 	s := mustSender(t, "preset: github", "key: [{body: delivery.id}]", "signature: {secret_env: HOOKONCE_OK, header: X-Proxy-Signature}")
 	r, _ := http.NewRequest("POST", "/hook", nil)
 	r.Header.Set("X-GitHub-Delivery", "from-header")
-	got, err := s.Key(r, []byte(`{"delivery":{"id":"from-body"}}`))
+	got, err := s.Key(keyRequest(r, []byte(`{"delivery":{"id":"from-body"}}`)))
 	if err != nil || got != "from-body" {
 		t.Fatalf("Key = %q, %v; want the sender's own key", got, err)
 	}
 	body := "payload"
-	if err := s.Verify(hdr("X-Proxy-Signature", signGitHub("s3cret", body)), []byte(body), time.Now()); err != nil {
+	if err := s.Verify(sigRequest(hdr("X-Proxy-Signature", signGitHub("s3cret", body)), []byte(body)), time.Now()); err != nil {
 		t.Fatalf("overridden header: %v", err)
 	}
-	if err := s.Verify(hdr("X-Hub-Signature-256", signGitHub("s3cret", body)), []byte(body), time.Now()); err == nil {
+	if err := s.Verify(sigRequest(hdr("X-Hub-Signature-256", signGitHub("s3cret", body)), []byte(body)), time.Now()); err == nil {
 		t.Fatal("the preset's header is still accepted after the sender replaced it")
 	}
 }

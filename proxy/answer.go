@@ -41,6 +41,32 @@ func answerTooLarge(w http.ResponseWriter, limit int64) {
 		"the body is larger than max_body ("+strconv.FormatInt(limit, 10)+" bytes)")
 }
 
+func answerBadPath(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	problem(w, http.StatusBadRequest, "Malformed path",
+		"the request path has a malformed escape, a NUL or a .. above the root")
+}
+
+// answerBodyUnread: the body stalled or broke its framing. Never an empty
+// 200: the sender must not take it for delivered.
+func answerBodyUnread(w http.ResponseWriter, status int) {
+	w.Header().Set("Connection", "close")
+	problem(w, status, http.StatusText(status), "the request body could not be read whole; the delivery was not passed on")
+}
+
+func answerMethodNotAllowed(w http.ResponseWriter, allowed []string) {
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+	}
+	problem(w, http.StatusMethodNotAllowed, "Method not allowed",
+		"this is a webhook path; no sender rule on it accepts this method")
+}
+
+func answerUnmatched(w http.ResponseWriter) {
+	problem(w, http.StatusForbidden, "No sender rule matches",
+		"this is a webhook path; the request matches no sender rule on it, so it was not passed on")
+}
+
 func answerBadSignature(w http.ResponseWriter, reason string) {
 	problem(w, http.StatusUnauthorized, "Invalid signature", reason)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,9 @@ type capture struct {
 
 	mu  sync.Mutex // guards err: set from the proxy's error handler and body reads
 	err error      // transport error, or a read error on the site's body
+
+	// keyHeader: keyValue is set on the outgoing request (forward_key_header).
+	keyHeader, keyValue string
 }
 
 func newCapture() *capture { return &capture{header: http.Header{}} }
@@ -131,6 +135,28 @@ func newTransport() *http.Transport {
 	}
 }
 
+// clientAddrHeaders are the request headers sites and frameworks read the
+// client's address from, besides X-Forwarded-For and Forwarded (which
+// Rewrite already replaces).
+var clientAddrHeaders = []string{
+	"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Cf-Connecting-Ip",
+	"X-Cluster-Client-Ip", "Fastly-Client-Ip", "X-Original-Forwarded-For",
+}
+
+func peerIP(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	return host
+}
+
+// isTimeout reports whether reading the sender's body hit its deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
 // newReverseProxies builds the two forwarders: pass streams requests that
 // match no sender untouched; capture forwards webhook deliveries into a
 // capture.
@@ -154,7 +180,17 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 					pr.Out.Header.Set(h, v)
 				}
 			}
+			if pr.Out.Header.Get("X-Real-Ip") == "" {
+				pr.Out.Header.Set("X-Real-Ip", peerIP(pr.In.RemoteAddr))
+			}
+			return
 		}
+		// From anyone else, the headers a site may take the client's
+		// address from say what hookonce saw (trap 23): the peer.
+		for _, h := range clientAddrHeaders {
+			pr.Out.Header.Del(h)
+		}
+		pr.Out.Header.Set("X-Real-Ip", peerIP(pr.In.RemoteAddr))
 	}
 	pass = &httputil.ReverseProxy{
 		Rewrite:   rewrite,
@@ -172,6 +208,9 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 			// reused connection. Never make it replayable.
 			pr.Out.GetBody = nil
 			pr.Out.Header.Del("Expect")
+			if c, ok := pr.Out.Context().Value(captureKey{}).(*capture); ok && c.keyHeader != "" {
+				pr.Out.Header.Set(c.keyHeader, c.keyValue)
+			}
 		},
 		Transport: t,
 		ModifyResponse: func(resp *http.Response) error {

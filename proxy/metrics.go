@@ -21,6 +21,14 @@ const (
 	OutcomeStoreError        = "store_error"
 	OutcomePassthrough       = "passthrough"
 	OutcomeTakeover          = "takeover"
+	// OutcomeNotSuccess: the site answered a final status that the
+	// sender's success rule does not accept; the claim was freed.
+	OutcomeNotSuccess = "not_success"
+	// OutcomeUnmatched: a request on a sender's path that no sender there
+	// accepts (counted with sender="").
+	OutcomeUnmatched = "unmatched"
+	// OutcomeBadRequest: a path or body that could not be read.
+	OutcomeBadRequest = "bad_request"
 )
 
 type metrics struct {

@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,20 +128,33 @@ func (p *Proxy) Close(ctx context.Context) error {
 	return err
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. It finds the route of the path the
+// site will run (a sender's path in any spelling PHP and nginx accept);
+// requests on paths no sender names are streamed to the site untouched.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := p.contract.Load()
-	s := c.Match(r.Method, r.URL.Path)
-	if s == nil {
+	path, err := contract.NormalizePath(r.URL.EscapedPath())
+	if err != nil {
+		// No site runs such a path, and hookonce cannot tell which script
+		// it would reach: refuse it rather than guess.
+		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
+		answerBadPath(w)
+		return
+	}
+	rt := c.Route(path)
+	if rt == nil {
 		p.pass.ServeHTTP(w, r)
 		return
 	}
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
-	d := &delivery{p: p, s: s, w: w, r: r, start: time.Now(), log: p.log.With("sender", s.Name)}
-	d.serve(c.MaxBody)
+	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log}
+	if !rt.AcceptsMethod(r.Method) {
+		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
+		return
+	}
+	d.serve()
 }
-
 func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -155,10 +170,15 @@ func (p *Proxy) storeCall(r *http.Request, s *contract.Sender, op string, fn fun
 	return fn(ctx)
 }
 
-// delivery is one matching request on its way through the decision table.
+// delivery is one request on a sender's path on its way through the
+// decision table.
 type delivery struct {
 	p     *Proxy
-	s     *contract.Sender
+	c     *contract.Contract
+	rt    *contract.Route
+	path  string            // normalised
+	req   *contract.Request // once the body is read
+	s     *contract.Sender  // once a sender accepted the request
 	w     http.ResponseWriter
 	r     *http.Request
 	log   *slog.Logger
@@ -177,18 +197,25 @@ type delivery struct {
 // done counts and logs the decision: one line per delivery, never a body,
 // a secret or a signature.
 func (d *delivery) done(outcome string, status int, attrs ...any) {
-	if d.s.Shadow() && shadowed[outcome] {
-		outcome = "would_" + outcome
+	var args []any
+	sender := ""
+	if d.s != nil {
+		sender = d.s.Name
+		if d.s.Shadow() && shadowed[outcome] {
+			outcome = "would_" + outcome
+		}
+	} else {
+		args = append(args, "sender", "", "path", d.rt.Path) // d.log names neither yet
 	}
-	d.p.m.requests.WithLabelValues(d.s.Name, outcome).Inc()
-	args := []any{"key", d.key, "outcome", outcome, "status", status,
-		"duration_ms", time.Since(d.start).Milliseconds()}
+	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
+	args = append(args, "key", d.key, "outcome", outcome, "status", status,
+		"duration_ms", time.Since(d.start).Milliseconds())
 	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
 		args = append(args, "upstream_status", d.upstreamStatus, "upstream_ms", d.upstreamTime.Milliseconds())
 	}
 	level := slog.LevelInfo
 	switch outcome {
-	case OutcomeStoreError, OutcomeAmbiguous, "would_" + OutcomeStoreError:
+	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError:
 		level = slog.LevelWarn
 	}
 	d.log.Log(d.r.Context(), level, "webhook", append(args, attrs...)...)
@@ -201,14 +228,21 @@ var shadowed = map[string]bool{
 	OutcomeStoreError: true,
 }
 
-func (d *delivery) serve(maxBody int64) {
-	s, r, w := d.s, d.r, d.w
+func (d *delivery) serve() {
+	r, w := d.r, d.w
+	maxBody := d.c.MaxBody
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	_ = rc.SetWriteDeadline(time.Now().Add(s.UpstreamTimeout + s.WaitTimeout + 30*time.Second))
+	// The longest a sender on this path may be kept waiting.
+	var longest time.Duration
+	for _, s := range d.rt.Senders {
+		longest = max(longest, s.UpstreamTimeout+s.WaitTimeout)
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(longest + 30*time.Second))
 
 	// 1. Body limit: a declared length is judged before reading a byte; a
-	// chunked body when it passes the limit.
+	// chunked body when it passes the limit. The body is read before a
+	// sender is chosen: senders on one path may be told apart by it.
 	var body []byte
 	var err error = &http.MaxBytesError{Limit: maxBody}
 	if r.ContentLength <= maxBody {
@@ -217,7 +251,8 @@ func (d *delivery) serve(maxBody int64) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			if s.Shadow() {
+			d.choose(d.firstCandidate())
+			if d.s.Shadow() {
 				// Shadow never refuses: hand on what was read and the rest.
 				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 				d.done(OutcomeTooLarge, 0)
@@ -228,13 +263,74 @@ func (d *delivery) serve(maxBody int64) {
 			answerTooLarge(w, maxBody)
 			return
 		}
-		d.log.Info("webhook body not read", "err", err)
-		return // the sender went away mid-body: nothing to answer
+		// A body that stalls or breaks its framing is not a delivery: say
+		// so, or the sender takes an empty 200 for "delivered" (trap 24).
+		status := http.StatusBadRequest
+		if isTimeout(err) {
+			status = http.StatusRequestTimeout
+		}
+		d.done(OutcomeBadRequest, status, "reason", "body not read", "err", err.Error())
+		answerBodyUnread(w, status)
+		return
 	}
 	d.body = body
+	d.req = contract.NewRequest(r, d.path, body, d.c.ClientAddr(r.RemoteAddr, r.Header))
 
+	// Which sender: the first on this path, in file order, whose method and
+	// match.when accept the request.
+	choice := d.rt.Select(d.req)
+	if choice.Sender == nil {
+		d.unmatched(body, strings.Join(choice.Why, "; "))
+		return
+	}
+	d.choose(choice.Sender)
+	d.decide()
+}
+
+func (d *delivery) choose(s *contract.Sender) {
+	d.s = s
+	d.log = d.p.log.With("sender", s.Name)
+}
+
+// firstCandidate is the sender a request is counted under before the body
+// that decides between senders is read.
+func (d *delivery) firstCandidate() *contract.Sender {
+	for _, s := range d.rt.Senders {
+		if slices.Contains(s.Methods, d.r.Method) || s.Methods == nil {
+			return s
+		}
+	}
+	return d.rt.Senders[0]
+}
+
+// unmatched answers a request on a sender's path that no sender there
+// accepts: refused, or with unmatched: pass handed on untouched. body is
+// nil when it was not read.
+func (d *delivery) unmatched(body []byte, why string) {
+	if d.rt.Unmatched == contract.UnmatchedPass {
+		d.done(OutcomeUnmatched, 0, "reason", why, "forwarded", true)
+		if body != nil {
+			d.forwardPlain()
+		} else {
+			d.p.pass.ServeHTTP(d.w, d.r)
+		}
+		return
+	}
+	if !d.rt.AcceptsMethod(d.r.Method) {
+		d.done(OutcomeUnmatched, http.StatusMethodNotAllowed, "reason", why)
+		answerMethodNotAllowed(d.w, d.rt.Allowed())
+		return
+	}
+	d.done(OutcomeUnmatched, http.StatusForbidden, "reason", why)
+	answerUnmatched(d.w)
+}
+
+// decide runs rows 2 and 3 of the decision table for the chosen sender,
+// then the claim.
+func (d *delivery) decide() {
+	s, w, body := d.s, d.w, d.body
 	// 2. Signature: an unverified message never occupies an event id.
-	if err := s.Verify(r.Header, body, d.p.now()); err != nil {
+	if err := s.Verify(d.req, d.p.now()); err != nil {
 		if s.Shadow() {
 			d.done(OutcomeRejectedSignature, 0, "reason", err.Error())
 			d.forwardPlain()
@@ -245,14 +341,15 @@ func (d *delivery) serve(maxBody int64) {
 		return
 	}
 
-	// 3. Key and payload hash.
-	key, err := s.Key(r, body)
+	// 3. Key and payload hash. A key no event id should hold (control
+	// characters, invalid UTF-8) is refused whatever missing_key says.
+	key, err := s.Key(d.req)
 	if err == nil {
 		d.key = key
 		d.hash, err = s.PayloadHash(body)
 	}
 	if err != nil {
-		if s.MissingKey == contract.MissingPass || s.Shadow() {
+		if !errors.Is(err, contract.ErrBadKey) && (s.MissingKey == contract.MissingPass || s.Shadow()) {
 			if s.MissingKey == contract.MissingPass {
 				d.done(OutcomePassthrough, 0, "reason", err.Error())
 			} else {
@@ -433,15 +530,17 @@ func (d *delivery) forwardClaimed() {
 	ctx, cancel := context.WithTimeout(p.abortCtx, s.UpstreamTimeout)
 	defer cancel()
 	c := newCapture()
+	if s.ForwardKeyHeader != "" {
+		// Set in Rewrite, after hop-by-hop headers are removed, so a
+		// sender's "Connection: Idempotency-Key" cannot strip it.
+		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
+	}
 	ctx = context.WithValue(ctx, captureKey{}, c)
 
 	out := d.r.Clone(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(d.body))
 	out.ContentLength = int64(len(d.body))
 	out.GetBody = nil // trap 1
-	if s.ForwardKeyHeader != "" {
-		out.Header.Set(s.ForwardKeyHeader, s.Name+":"+d.key)
-	}
 
 	stopBeat := d.heartbeat()
 	began := time.Now()
@@ -458,12 +557,16 @@ func (d *delivery) forwardClaimed() {
 	err := c.failure()
 	switch classify(ctx, p.abortCtx, err) {
 	case answered:
-		if s.Final(c.status) {
-			d.complete(c)
-			d.done(success, c.status)
-		} else {
+		if !s.Final(c.status) {
 			d.release("retryable answer")
 			d.done(OutcomeReleased, c.status)
+		} else if ok, why := s.Succeeded(d.req, c.status, c.body.Bytes()); !ok {
+			// Row 10b: the site answered, but did not apply the delivery.
+			d.release("not a success")
+			d.done(OutcomeNotSuccess, c.status, "reason", why)
+		} else {
+			d.complete(c)
+			d.done(success, c.status)
 		}
 		writeCaptured(d.w, c)
 	case unreachable:

@@ -1,0 +1,206 @@
+package contract
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Request is one delivery as the site behind hookonce will read it: the
+// path it will run, its headers, and its query, form and JSON values read
+// with PHP's rules (see phpvars.go). Keys, match conditions, signatures and
+// success templates all read values through it, so they agree with each
+// other and with the site. Parsed parts are built on first use; a Request
+// is used by one goroutine.
+type Request struct {
+	Method   string
+	Path     string // as the site will run it: NormalizePath of the URL's path
+	Header   http.Header
+	RawQuery string
+	Body     []byte
+	// Client is the sender's address: the peer, or the address a trusted
+	// proxy forwarded (see Contract.ClientAddr). Invalid when unknown.
+	Client netip.Addr
+
+	query, form *phpVar
+	formErr     error
+	json        []byte // the body with repeated keys resolved to the last
+	jsonErr     error
+	jsonDone    bool
+}
+
+// NewRequest wraps an incoming request whose body has been read whole.
+// path is the normalised path (NormalizePath).
+func NewRequest(r *http.Request, path string, body []byte, client netip.Addr) *Request {
+	return &Request{Method: r.Method, Path: path, Header: r.Header, RawQuery: r.URL.RawQuery, Body: body, Client: client}
+}
+
+// Source says where a value is read from.
+type Source string
+
+const (
+	FromHeader Source = "header"
+	FromBody   Source = "body" // a gjson path into a JSON body
+	FromQuery  Source = "query"
+	FromForm   Source = "form" // an urlencoded or multipart form field, PHP bracket names allowed
+)
+
+// errNotJSON and errNotForm say why a body value cannot be read.
+var (
+	errNotJSON = errors.New("body is not JSON")
+	errNotForm = errors.New("body is not a form (application/x-www-form-urlencoded or multipart/form-data)")
+)
+
+// Value returns the value named name in src as the site reads it. ok is
+// false when it is absent (or, in a JSON body, null or an object); err says
+// why the body could not be read as the source asks (not JSON, not a form)
+// or why the value cannot be a string (a JSON array, true/false).
+func (q *Request) Value(src Source, name string) (v string, ok bool, err error) {
+	switch src {
+	case FromHeader:
+		vals := q.Header.Values(name)
+		switch len(vals) {
+		case 0:
+			return "", false, nil
+		case 1:
+			return strings.TrimSpace(vals[0]), true, nil
+		}
+		// The site's stack may join repeats, or keep the first or the
+		// last: no one reading is safe.
+		return "", false, errors.New("header sent more than once")
+	case FromQuery:
+		if q.query == nil {
+			q.query = parsePHPVars(q.RawQuery)
+		}
+		v, ok = q.query.lookup(name)
+		return v, ok, nil
+	case FromForm:
+		f, err := q.Form()
+		if err != nil {
+			return "", false, err
+		}
+		v, ok = f.lookup(name)
+		return v, ok, nil
+	case FromBody:
+		doc, err := q.JSON()
+		if err != nil {
+			return "", false, err
+		}
+		res := gjson.GetBytes(doc, name)
+		switch res.Type {
+		case gjson.String:
+			return res.Str, true, nil
+		case gjson.Number:
+			v, ok := phpNumber(res.Raw)
+			if !ok {
+				return "", false, errors.New("not a number PHP can read")
+			}
+			return v, true, nil
+		case gjson.Null:
+			return "", false, nil
+		case gjson.True, gjson.False:
+			return "", false, errors.New("a boolean, not a string or number")
+		default:
+			if !res.Exists() {
+				return "", false, nil
+			}
+			return "", false, errors.New("an object or array, not a string or number")
+		}
+	}
+	return "", false, fmt.Errorf("unknown source %q", src)
+}
+
+// Form returns the body's form fields as PHP's $_POST holds them.
+func (q *Request) Form() (*phpVar, error) {
+	if q.form != nil || q.formErr != nil {
+		return q.form, q.formErr
+	}
+	mt, params, _ := mime.ParseMediaType(q.Header.Get("Content-Type"))
+	switch mt {
+	case "application/x-www-form-urlencoded":
+		q.form = parsePHPVars(string(q.Body))
+	case "multipart/form-data":
+		q.form, q.formErr = parseMultipart(q.Body, params["boundary"])
+	default:
+		q.formErr = errNotForm
+	}
+	return q.form, q.formErr
+}
+
+// parseMultipart reads the text fields of a multipart body (files are
+// skipped, as they go to $_FILES), with PHP's naming rules.
+func parseMultipart(body []byte, boundary string) (*phpVar, error) {
+	if boundary == "" {
+		return nil, errNotForm
+	}
+	root := newPHPArray()
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for n := 0; n < maxInputVars; n++ {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errNotForm
+		}
+		if p.FileName() != "" || p.FormName() == "" {
+			continue
+		}
+		val, err := io.ReadAll(p)
+		if err != nil {
+			return nil, errNotForm
+		}
+		root.register(p.FormName(), string(val))
+	}
+	return root, nil
+}
+
+// JSON returns the body as a JSON document in which every repeated object
+// key has been resolved to its last value, as PHP's json_decode does. A
+// body that is not valid UTF-8 is not JSON to PHP either.
+func (q *Request) JSON() ([]byte, error) {
+	if !q.jsonDone {
+		q.jsonDone = true
+		if !utf8.Valid(q.Body) {
+			q.jsonErr = errNotJSON
+		} else if canon, err := CanonicalJSON(q.Body, nil); err != nil {
+			q.jsonErr = errNotJSON
+		} else {
+			q.json = canon
+		}
+	}
+	return q.json, q.jsonErr
+}
+
+// Fields returns every string value of a query or form source by its PHP
+// name ("a[b]" for nested ones), for schemes that sign all fields.
+func (q *Request) Fields(src Source) (map[string]string, error) {
+	var root *phpVar
+	switch src {
+	case FromQuery:
+		if q.query == nil {
+			q.query = parsePHPVars(q.RawQuery)
+		}
+		root = q.query
+	case FromForm:
+		f, err := q.Form()
+		if err != nil {
+			return nil, err
+		}
+		root = f
+	default:
+		return nil, fmt.Errorf("fields of %s are not supported", src)
+	}
+	out := map[string]string{}
+	root.each("", func(name, val string) { out[name] = val })
+	return out, nil
+}
