@@ -41,6 +41,17 @@ func TestCheckRequest(t *testing.T) {
 		{"form key", "legacy.http", nil,
 			"sender: legacy\nkey: 77\nhash: sha256:f168cb0a798d6280f34c4ad7d474ff2474ae86f298accceb82c8b1a74642fea8\nsignature: none\n"},
 		{"no sender", "nomatch.http", nil, "no sender matched GET /index.php\n"},
+		{"one of two senders on a path, by content, on a path variant", "bitrix-yookassa.http", nil,
+			"sender: yookassa\nkey: 2d6e:payment.succeeded\n" +
+				"hash: sha256:5ac5ff8620054cfd356f799751e93d130842df8208b16657974db56ca23d86e8\nsignature: none\n" +
+				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php/x; unmatched: reject)\n" +
+				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" does not hold\n" +
+				"tried: yookassa: body object.metadata.BX_HANDLER equals \"YANDEX_CHECKOUT\" hold\n"},
+		{"on a sender path, matching none", "bitrix-unmatched.http", nil,
+			"no sender matched POST /bitrix/tools/sale_ps_result.php\n" +
+				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php; unmatched: reject)\n" +
+				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" does not hold\n" +
+				"tried: yookassa: body object.metadata.BX_HANDLER equals \"YANDEX_CHECKOUT\" does not hold\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +88,7 @@ func TestCheckConfig(t *testing.T) {
 		stderrNone []string
 	}{
 		{"valid", []string{"--config", filepath.Join(checkDir, "hookonce.yaml")}, 0,
-			filepath.Join(checkDir, "hookonce.yaml") + ": ok, 4 sender(s): github, slack, shop, legacy\n", nil, nil},
+			filepath.Join(checkDir, "hookonce.yaml") + ": ok, 6 sender(s): github, slack, shop, legacy, robokassa, yookassa\n", nil, nil},
 		{"ttl shorter than the retry window warns", []string{"--config", short}, 0,
 			short + ": ok, 1 sender(s): stripe\n",
 			[]string{"warning: " + short + `: sender "stripe": ttl 1h0m0s is shorter than the stripe retry window 72h0m0s`},

@@ -273,8 +273,11 @@ func Parse(data []byte, name string) (*Contract, error) {
 		if label == "" {
 			label = fmt.Sprintf("#%d", i+1)
 		}
+		for i := range probs {
+			probs[i].Sender, probs[i].Line = label, fieldLine(sf.node, probs[i].Field)
+		}
+		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
 		for _, p := range probs {
-			p.Sender, p.Line = label, fieldLine(sf.node, p.Field)
 			e.add(p)
 		}
 		if sf.Name != "" && seen[sf.Name] {
