@@ -26,6 +26,8 @@ import (
 const (
 	DefaultListen           = ":8080"
 	DefaultMaxBody          = 1 << 20
+	DefaultMaxInflight      = 256
+	DefaultBodyTimeout      = 30 * time.Second
 	DefaultTTL              = 72 * time.Hour
 	DefaultLease            = 30 * time.Second
 	DefaultUpstreamTimeout  = 30 * time.Second
@@ -61,6 +63,12 @@ type Contract struct {
 	Listen   string // "" when the file does not set it
 	Upstream string // "" when the file does not set it
 	MaxBody  int64
+	// BodyTimeout is how long a sender may take to send a body on a
+	// sender's path; past it the request gets 408.
+	BodyTimeout time.Duration
+	// MaxInflight bounds the requests on senders' paths handled at once
+	// (each may hold max_body and the site's answer); 0 means no bound.
+	MaxInflight int
 	// TrustedProxies are the peers whose X-Forwarded-* headers are kept.
 	TrustedProxies []netip.Prefix
 	Senders        []*Sender
@@ -89,7 +97,9 @@ func (c *Contract) TrustedPeer(remoteAddr string) bool {
 }
 
 // Empty returns a contract with no senders: every request is passed through.
-func Empty() *Contract { return &Contract{MaxBody: DefaultMaxBody} }
+func Empty() *Contract {
+	return &Contract{MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout}
+}
 
 // Load reads and validates the config file at path.
 func Load(path string) (*Contract, error) {
@@ -195,6 +205,9 @@ type file struct {
 	Listen   string `yaml:"listen"`
 	Upstream string `yaml:"upstream"`
 	MaxBody  *Size  `yaml:"max_body"`
+	// MaxInflight: requests on senders' paths handled at once.
+	MaxInflight *int      `yaml:"max_inflight"`
+	BodyTimeout *Duration `yaml:"body_timeout"`
 	// TrustedProxies lists the addresses (IPs or CIDRs) of proxies in front
 	// of hookonce, such as the site's nginx, whose X-Forwarded-* headers are
 	// passed on to the site instead of being replaced.
@@ -238,7 +251,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 		}
 	}
 
-	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody, router: newRouter()}
+	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout, router: newRouter()}
 	for _, tp := range f.TrustedProxies {
 		pfx, err := netip.ParsePrefix(tp)
 		if err != nil {
@@ -250,6 +263,18 @@ func Parse(data []byte, name string) (*Contract, error) {
 			pfx = netip.PrefixFrom(addr, addr.BitLen())
 		}
 		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
+	}
+	if f.BodyTimeout != nil {
+		c.BodyTimeout = time.Duration(*f.BodyTimeout)
+		if c.BodyTimeout < 100*time.Millisecond {
+			e.add(Problem{Line: fieldLine(top, "body_timeout"), Field: "body_timeout", Msg: "too short (minimum 100ms)"})
+		}
+	}
+	if f.MaxInflight != nil {
+		c.MaxInflight = *f.MaxInflight
+		if c.MaxInflight < 0 {
+			e.add(Problem{Line: fieldLine(top, "max_inflight"), Field: "max_inflight", Msg: "must not be negative (0: no bound)"})
+		}
 	}
 	if f.MaxBody != nil {
 		c.MaxBody = int64(*f.MaxBody)

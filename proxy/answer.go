@@ -54,6 +54,12 @@ func answerBodyUnread(w http.ResponseWriter, status int) {
 	problem(w, status, http.StatusText(status), "the request body could not be read whole; the delivery was not passed on")
 }
 
+func answerOverloaded(w http.ResponseWriter) {
+	retryAfter(w, 5*time.Second)
+	problem(w, http.StatusServiceUnavailable, "Too many deliveries at once",
+		"max_inflight deliveries are being handled; retry later")
+}
+
 func answerMethodNotAllowed(w http.ResponseWriter, allowed []string) {
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))

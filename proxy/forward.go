@@ -8,10 +8,12 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -29,7 +31,22 @@ type capture struct {
 
 	// keyHeader: keyValue is set on the outgoing request (forward_key_header).
 	keyHeader, keyValue string
+
+	wrote atomic.Bool // the whole request was written to the site
 }
+
+// trace records whether the request reached the site: a request whose
+// write failed (a pooled connection the site had closed or reset) cannot
+// have run the handler, so its failure is not ambiguous.
+func (c *capture) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			c.wrote.Store(true)
+		}
+	}}
+}
+
+func (c *capture) sent() bool { return c.wrote.Load() }
 
 func newCapture() *capture { return &capture{header: http.Header{}} }
 
@@ -87,22 +104,30 @@ func (b bodyWatch) Read(p []byte) (int, error) {
 type outcome int
 
 const (
-	answered    outcome = iota // the site answered; see capture.status
-	unreachable                // the request never reached the site
-	timedOut                   // upstream_timeout passed: the site may have run
-	broken                     // the connection broke after the request was sent
-	aborted                    // hookonce is shutting down and gave up waiting
+	answered      outcome = iota // the site answered; see capture.status
+	unreachable                  // the request never reached the site
+	timedOut                     // upstream_timeout passed: the site may have run
+	broken                       // the connection broke after the request was sent
+	aborted                      // hookonce is shutting down; the request never reached the site
+	abortedAtSite                // hookonce is shutting down; the site had the request
 )
 
-func classify(ctx context.Context, abortCtx context.Context, err error) outcome {
+// classify says how a forward ended; sent tells whether the whole request
+// was written to the site.
+func classify(ctx context.Context, abortCtx context.Context, err error, sent bool) outcome {
 	switch {
 	case err == nil:
 		return answered
+	case abortCtx.Err() != nil && sent:
+		return abortedAtSite
 	case abortCtx.Err() != nil:
 		return aborted
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		if !sent && isDialError(err) {
+			return unreachable
+		}
 		return timedOut
-	case isDialError(err):
+	case !sent || isDialError(err):
 		return unreachable
 	default:
 		return broken
@@ -134,6 +159,12 @@ func newTransport() *http.Transport {
 		ExpectContinueTimeout: time.Second,
 	}
 }
+
+// emptyBody is a body of no bytes that the transport cannot rewind.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
 
 // clientAddrHeaders are the request headers sites and frameworks read the
 // client's address from, besides X-Forwarded-For and Forwarded (which
@@ -200,6 +231,17 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
+	// A webhook forward never goes out on a pooled connection: the site may
+	// be closing it at that very moment (an idle timeout), and a request
+	// written into a dying connection cannot be told from one the handler
+	// ran. A fresh connection per delivery leaves only real ambiguity; on
+	// loopback it costs a few tens of microseconds.
+	ct := t
+	if ht, ok := t.(*http.Transport); ok {
+		ht = ht.Clone()
+		ht.DisableKeepAlives = true
+		ct = ht
+	}
 	capt = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			rewrite(pr)
@@ -207,12 +249,17 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 			// resent by the transport on its own after a failure on a
 			// reused connection. Never make it replayable.
 			pr.Out.GetBody = nil
+			// ReverseProxy turns an empty body into nil, and a nil body
+			// with an Idempotency-Key is replayable to the transport too.
+			if pr.Out.Body == nil {
+				pr.Out.Body = emptyBody{}
+			}
 			pr.Out.Header.Del("Expect")
 			if c, ok := pr.Out.Context().Value(captureKey{}).(*capture); ok && c.keyHeader != "" {
 				pr.Out.Header.Set(c.keyHeader, c.keyValue)
 			}
 		},
-		Transport: t,
+		Transport: ct,
 		ModifyResponse: func(resp *http.Response) error {
 			if c, ok := resp.Request.Context().Value(captureKey{}).(*capture); ok {
 				resp.Body = bodyWatch{ReadCloser: resp.Body, c: c}

@@ -29,6 +29,9 @@ const (
 	OutcomeUnmatched = "unmatched"
 	// OutcomeBadRequest: a path or body that could not be read.
 	OutcomeBadRequest = "bad_request"
+	// OutcomeOverloaded: max_inflight requests were already being handled
+	// (counted with sender="").
+	OutcomeOverloaded = "overloaded"
 )
 
 type metrics struct {
@@ -36,6 +39,7 @@ type metrics struct {
 	upstream *prometheus.HistogramVec
 	store    *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	lost     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,9 +62,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_inflight",
 			Help: "Webhook deliveries currently being handled.",
 		}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookonce_answers_not_stored_total",
+			Help: "Site answers that could not be stored (store down past the lease, or the claim taken over): a retry runs the handler again.",
+		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost)
 	}
 	return m
 }

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -60,6 +61,7 @@ type Proxy struct {
 	capt     *httputil.ReverseProxy
 	hits     *hitCounter
 	waiters  waiters
+	held     atomic.Int64 // requests on senders' paths being handled (max_inflight)
 
 	// abortCtx is cancelled when a shutdown stops waiting for forwards;
 	// every forward runs under it instead of under the sender's request.
@@ -146,6 +148,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.pass.ServeHTTP(w, r)
 		return
 	}
+	// Bounded memory: each request on a sender's path may hold max_body
+	// and the site's answer; past max_inflight of them, refuse at once.
+	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
+		p.held.Add(-1)
+		p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
+		p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable, "max_inflight", c.MaxInflight)
+		answerOverloaded(w)
+		return
+	}
+	defer p.held.Add(-1)
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
 	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log}
@@ -232,7 +244,7 @@ func (d *delivery) serve() {
 	r, w := d.r, d.w
 	maxBody := d.c.MaxBody
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = rc.SetReadDeadline(time.Now().Add(d.c.BodyTimeout))
 	// The longest a sender on this path may be kept waiting.
 	var longest time.Duration
 	for _, s := range d.rt.Senders {
@@ -246,7 +258,12 @@ func (d *delivery) serve() {
 	var body []byte
 	var err error = &http.MaxBytesError{Limit: maxBody}
 	if r.ContentLength <= maxBody {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		// One byte past the limit tells "too large" and keeps every byte
+		// read, so shadow mode can hand the body on exactly.
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err == nil && int64(len(body)) > maxBody {
+			err = &http.MaxBytesError{Limit: maxBody}
+		}
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -269,6 +286,7 @@ func (d *delivery) serve() {
 		if isTimeout(err) {
 			status = http.StatusRequestTimeout
 		}
+		d.choose(d.firstCandidate())
 		d.done(OutcomeBadRequest, status, "reason", "body not read", "err", err.Error())
 		answerBodyUnread(w, status)
 		return
@@ -506,9 +524,9 @@ func (d *delivery) forwardPlain() {
 	d.p.pass.ServeHTTP(d.w, r)
 }
 
-// forwardClaimed runs rows 5, 9, 10, 10a and 11: the delivery holds the
-// claim, the site is called once, and its answer is stored or the claim
-// freed.
+// forwardClaimed runs rows 5, 9, 10, 10a, 10b and 11: the delivery holds
+// the claim, the site is called once, and its answer is stored or the
+// claim freed.
 func (d *delivery) forwardClaimed() {
 	p, s := d.p, d.s
 	defer p.waiters.fire(s.Name, d.key)
@@ -536,17 +554,20 @@ func (d *delivery) forwardClaimed() {
 		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
 	ctx = context.WithValue(ctx, captureKey{}, c)
+	ctx = httptrace.WithClientTrace(ctx, c.trace())
 
 	out := d.r.Clone(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(d.body))
 	out.ContentLength = int64(len(d.body))
 	out.GetBody = nil // trap 1
 
-	stopBeat := d.heartbeat()
+	// The heartbeat runs until the outcome is in the store, so storing the
+	// answer may take as long as the lease allows (trap 6).
+	beat := d.heartbeat()
+	defer beat.stop()
 	began := time.Now()
 	p.capt.ServeHTTP(c, out)
 	d.upstreamTime = time.Since(began)
-	stopBeat()
 	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
 	d.upstreamStatus = c.status
 
@@ -555,7 +576,7 @@ func (d *delivery) forwardClaimed() {
 		success = OutcomeTakeover
 	}
 	err := c.failure()
-	switch classify(ctx, p.abortCtx, err) {
+	switch out := classify(ctx, p.abortCtx, err, c.sent()); out {
 	case answered:
 		if !s.Final(c.status) {
 			d.release("retryable answer")
@@ -565,7 +586,7 @@ func (d *delivery) forwardClaimed() {
 			d.release("not a success")
 			d.done(OutcomeNotSuccess, c.status, "reason", why)
 		} else {
-			d.complete(c)
+			d.complete(c, beat)
 			d.done(success, c.status)
 		}
 		writeCaptured(d.w, c)
@@ -574,13 +595,17 @@ func (d *delivery) forwardClaimed() {
 		d.done(OutcomeReleased, http.StatusBadGateway, "err", err.Error())
 		answerUpstreamError(d.w, http.StatusBadGateway, "the site could not be reached; retry later")
 	case aborted:
+		// Shutting down, and the request never reached the site.
 		d.release("shutdown")
 		d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "shutdown")
 		answerShuttingDown(d.w)
-	case timedOut, broken:
+	case timedOut, broken, abortedAtSite:
 		status, what := http.StatusBadGateway, "the connection to the site broke after the request was sent"
-		if classify(ctx, p.abortCtx, err) == timedOut {
+		switch out {
+		case timedOut:
 			status, what = http.StatusGatewayTimeout, "the site did not answer within upstream_timeout"
+		case abortedAtSite:
+			status, what = http.StatusServiceUnavailable, "hookonce shut down while the site was handling the delivery"
 		}
 		if s.Ambiguous == contract.AmbiguousHold {
 			d.hold()
@@ -588,47 +613,71 @@ func (d *delivery) forwardClaimed() {
 			d.release("ambiguous outcome")
 		}
 		d.done(OutcomeAmbiguous, status, "err", err.Error(), "claim", s.Ambiguous)
+		if out == abortedAtSite {
+			retryAfter(d.w, 5*time.Second)
+		}
 		answerUpstreamError(d.w, status, what+"; the handler may have run")
 	}
 }
 
-// heartbeat renews the lease every lease/3 while the site works (trap 6).
-func (d *delivery) heartbeat() (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+// beat is a running heartbeat: it renews the lease every lease/3 and knows
+// until when the claim is surely ours.
+type beat struct {
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	until atomic.Int64 // unix nanos: the lease's end as of the last renewal
+	once  sync.Once
+}
+
+func (b *beat) stop() { b.once.Do(func() { close(b.quit); b.wg.Wait() }) }
+
+// leaseLeft is how long the claim is ours for sure.
+func (b *beat) leaseLeft() time.Duration { return time.Until(time.Unix(0, b.until.Load())) }
+
+// heartbeat renews the lease every lease/3 while the site works and while
+// the outcome is stored (trap 6).
+func (d *delivery) heartbeat() *beat {
+	b := &beat{quit: make(chan struct{})}
+	b.until.Store(time.Now().Add(d.s.Lease).UnixNano())
+	b.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer b.wg.Done()
 		t := time.NewTicker(d.s.Lease / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-quit:
+			case <-b.quit:
 				return
 			case <-t.C:
+				asked := time.Now()
 				err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
 					return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
 				})
-				if errors.Is(err, dedupe.ErrNotOwner) {
+				switch {
+				case err == nil:
+					b.until.Store(asked.Add(d.s.Lease).UnixNano())
+				case errors.Is(err, dedupe.ErrNotOwner):
+					b.until.Store(0)
 					d.log.Error("claim lost while the site works: another delivery may run the handler too", "key", d.key)
 					return
-				}
-				if err != nil {
+				default:
 					d.log.Warn("lease not renewed", "key", d.key, "err", err)
 				}
 			}
 		}
 	}()
-	return func() { close(quit); wg.Wait() }
+	return b
 }
 
-// complete stores the final answer. A few tries: if it is lost, the claim
-// stays processing until its lease ends and a retry runs the handler again.
-func (d *delivery) complete(c *capture) {
+// complete stores the final answer, retrying a store that is down for as
+// long as the lease is surely ours (the heartbeat keeps renewing it), so a
+// store blip of a few seconds loses no answer. Past that, a retry after
+// the lease would run the handler again: logged and counted.
+func (d *delivery) complete(c *capture, b *beat) {
 	resp := storable(d.s, c)
-	var err error
+	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err = d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
+		err := d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
 			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp)
 		})
 		if err == nil {
@@ -638,14 +687,18 @@ func (d *delivery) complete(c *capture) {
 			if attempt > 1 && d.storedByUs() {
 				return // an earlier attempt committed; only its reply was lost
 			}
+			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
 			d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
 			return
 		}
-		if attempt == 3 {
-			d.log.Error("answer not stored: a retry after the lease will run the handler again", "key", d.key, "err", err)
+		// Another try only while the claim is surely still ours.
+		if b.leaseLeft() <= pause {
+			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
+			d.log.Error("answer not stored before the lease ran out: a retry will run the handler again", "key", d.key, "attempts", attempt, "err", err)
 			return
 		}
-		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
 	}
 }
 

@@ -1,0 +1,373 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+func noRecords(t *testing.T, store dedupe.Store) {
+	t.Helper()
+	recs, err := store.List(context.Background(), dedupe.ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Fatalf("store holds %d records (first: %s/%s %s)", len(recs), recs[0].Sender, recs[0].Key, recs[0].State)
+	}
+}
+
+// A body that stalls or breaks its framing is answered with the truth, never
+// an empty 200 that the sender takes for "delivered" (trap 24).
+func TestBodyReadFailuresAreAnswered(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, "body_timeout: 300ms\n"+shopConfig)
+	addr := strings.TrimPrefix(px.URL, "http://")
+	for _, tt := range []struct {
+		name, raw string
+		want      int
+	}{
+		{"stalled body", "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"id\":\"stall\"", http.StatusRequestTimeout},
+		{"bad chunk size", "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{\"id\":\"c\"}\r\n0\r\n\r\n", http.StatusBadRequest},
+		{"truncated chunk", "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n{\"id\":\"c\"}\r\n0\r\n\r\n", http.StatusRequestTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := rawRequest(t, addr, tt.raw)
+			if resp.StatusCode != tt.want || !resp.Close {
+				t.Fatalf("status %d close=%v, want %d and Connection: close", resp.StatusCode, resp.Close, tt.want)
+			}
+		})
+	}
+	if site.Total() != 0 {
+		t.Fatalf("the site was called %d times", site.Total())
+	}
+	noRecords(t, store)
+	if n := ctCounter(t, px.Registry, "shop", "bad_request"); n != 3 {
+		t.Errorf("bad_request counted %v times, want 3", n)
+	}
+}
+
+// Shadow mode promises "as if hookonce were absent": the site gets the very
+// bytes the sender sent, over the limit too.
+func TestShadowForwardsExactBytes(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][32]byte{}
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.Header.Get("X-Case")] = sha256.Sum256(b)
+		mu.Unlock()
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, `
+max_body: 64KiB
+senders:
+  - name: shadow
+    match: { path: /s }
+    key: [ { header: X-Case } ]
+    mode: shadow
+`)
+	for _, n := range []int{65535, 65536, 65537, 70000} {
+		for _, chunked := range []bool{false, true} {
+			body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+			name := fmt.Sprintf("%d-chunked=%v", n, chunked)
+			var rd io.Reader = bytes.NewReader(body)
+			if chunked {
+				rd = io.MultiReader(rd) // hides the length: sent chunked
+			}
+			req, _ := http.NewRequest("POST", px.URL+"/s", rd)
+			req.Header.Set("X-Case", name)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			h, ok := got[name]
+			mu.Unlock()
+			if !ok || h != sha256.Sum256(body) {
+				t.Errorf("%s: the site got other bytes than the sender sent (seen: %v)", name, ok)
+			}
+		}
+	}
+}
+
+// max_inflight bounds the requests held at once; past it: 503 + Retry-After.
+func TestMaxInflightRefusesPastTheBound(t *testing.T) {
+	release := make(chan struct{})
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hooks/shop" {
+			<-release
+		}
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, "max_inflight: 2\n"+shopConfig)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); proxytest.Post(t, px.URL+"/hooks/shop", fmt.Sprintf(`{"id":"held%d"}`, i)) }()
+	}
+	for site.Total() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"third"}`)
+	if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+		t.Errorf("third delivery: %d Retry-After %q, want 503 with Retry-After", got.Status, got.Header.Get("Retry-After"))
+	}
+	// Pass-through is not bounded by it.
+	if r := proxytest.Post(t, px.URL+"/elsewhere", `{}`); r.Status != 200 {
+		t.Errorf("pass-through while full: %d", r.Status)
+	}
+	close(release)
+	wg.Wait()
+	if site.Executions("third") != 0 {
+		t.Fatal("the refused delivery reached the site")
+	}
+	if n := ctCounter(t, px.Registry, "", "overloaded"); n != 1 {
+		t.Errorf("overloaded counted %v, want 1", n)
+	}
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"third"}`); r.Status != 200 || site.Executions("third") != 1 {
+		t.Errorf("after the others finished: %d, executions %d", r.Status, site.Executions("third"))
+	}
+}
+
+// An empty body is as unreplayable as any other: a site that commits and
+// drops the kept-alive connection runs each forward once (trap 1).
+func TestEmptyBodyForwardNeverResent(t *testing.T) {
+	store := newStore(t)
+	var seen atomic.Int64
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Drop") == "" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		seen.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	})
+	px := proxytest.Start(t, store, site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`)
+	for i := range 3 {
+		send(t, px.Server, "POST", "/hooks/shop", "", "X-Event-Id", fmt.Sprint("warm", i))
+	}
+	for i := range 5 {
+		id := fmt.Sprint("empty", i)
+		req, _ := http.NewRequest("POST", px.URL+"/hooks/shop", http.NoBody)
+		req.Header.Set("X-Event-Id", id)
+		req.Header.Set("X-Drop", "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if n := site.Executions(id); n != 1 {
+			t.Fatalf("empty-body forward %d reached the site %d times, want 1", i, n)
+		}
+	}
+	if seen.Load() != 5 {
+		t.Fatalf("site committed %d times for 5 forwards", seen.Load())
+	}
+}
+
+// resetSite answers each request on a connection, then resets the
+// connection soon after: pooled connections die under hookonce's feet.
+func resetSite(t *testing.T, execs *sync.Map) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				v, _ := execs.LoadOrStore(req.Header.Get("X-Event-Id"), new(atomic.Int64))
+				v.(*atomic.Int64).Add(1)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				time.Sleep(time.Millisecond)
+				_ = c.(*net.TCPConn).SetLinger(0) // RST, not FIN
+			}(conn)
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A pooled connection that the site reset before the request was written
+// did not run the handler: that is "unreachable" (released, the sender
+// retries), never an ambiguous outcome held for an operator.
+func TestResetBeforeWriteIsNotAmbiguous(t *testing.T) {
+	var execs sync.Map
+	store := newStore(t)
+	px := proxytest.Start(t, store, resetSite(t, &execs), `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    ambiguous: hold
+`)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprint("e", i)
+			for try := 0; try < 5; try++ { // the sender retries a 502
+				if r := send(t, px.Server, "POST", "/hooks/shop", "{}", "X-Event-Id", id); r.StatusCode != http.StatusBadGateway {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 50 {
+		id := fmt.Sprint("e", i)
+		n := int64(0)
+		if v, ok := execs.Load(id); ok {
+			n = v.(*atomic.Int64).Load()
+		}
+		rec, err := get(t, store, "shop", id)
+		if err == nil && rec.State == dedupe.StateUnknown && n == 0 {
+			t.Errorf("%s held as ambiguous although the site never ran it", id)
+			for _, l := range strings.Split(px.Logs.String(), "\n") {
+				if strings.Contains(l, `"`+id+`"`) {
+					t.Log(l)
+				}
+			}
+		}
+		if n > 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+}
+
+// Shutdown with a delivery at the site is an ambiguous outcome: under
+// ambiguous: hold the claim is held, not silently released.
+func TestShutdownHonoursHold(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "upstream_timeout: 2s", "upstream_timeout: 10s\n    ambiguous: hold", 1))
+	done := make(chan proxytest.Reply)
+	go func() { done <- proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"held"}`) }()
+	for site.Executions("held") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_ = px.Proxy.Close(ctx)
+	if got := <-done; got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+		t.Fatalf("aborted delivery answered %d, want 503 + Retry-After", got.Status)
+	}
+	rec, err := get(t, store, "shop", "held")
+	if err != nil || rec.State != dedupe.StateUnknown {
+		t.Fatalf("record after shutdown: %+v %v, want state unknown", rec, err)
+	}
+	if !strings.Contains(px.Logs.String(), `"outcome":"ambiguous"`) {
+		t.Fatal("the shutdown abort was not logged as ambiguous")
+	}
+}
+
+// blipStore fails every Complete for a while, as a database restart does.
+type blipStore struct {
+	dedupe.Store
+	until time.Time
+	tries atomic.Int64
+}
+
+func (b *blipStore) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+	b.tries.Add(1)
+	if time.Now().Before(b.until) {
+		return fmt.Errorf("complete: %w", dedupe.ErrUnavailable)
+	}
+	return b.Store.Complete(ctx, sender, key, owner, resp)
+}
+
+// Storing the answer outlasts a store blip of a few seconds: the heartbeat
+// keeps the lease, and the answer is stored once the store is back.
+func TestCompleteOutlastsAStoreBlip(t *testing.T) {
+	store := &blipStore{Store: newStore(t), until: time.Now().Add(1500 * time.Millisecond)}
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, shopConfig) // lease 3s
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"blip"}`); r.Status != 200 {
+		t.Fatalf("status %d", r.Status)
+	}
+	rec, err := get(t, store, "shop", "blip")
+	if err != nil || rec.State != dedupe.StateDone {
+		t.Fatalf("answer not stored across the blip: %+v %v (tries %d)", rec, err, store.tries.Load())
+	}
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"blip"}`); !r.Replayed() || site.Executions("blip") != 1 {
+		t.Fatalf("repeat: replayed=%v executions=%d", r.Replayed(), site.Executions("blip"))
+	}
+	if store.tries.Load() < 3 {
+		t.Fatalf("Complete tried %d times", store.tries.Load())
+	}
+}
+
+// Past the lease the answer is given up, logged and counted.
+func TestCompleteGivesUpAtTheLease(t *testing.T) {
+	store := &blipStore{Store: newStore(t), until: time.Now().Add(time.Hour)}
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "lease: 3s", "lease: 1s", 1))
+	start := time.Now()
+	proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"gone"}`)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("gave up after %s", took)
+	}
+	if !strings.Contains(px.Logs.String(), "answer not stored before the lease ran out") {
+		t.Fatal("not logged")
+	}
+	if n := counterValue(t, px, "hookonce_answers_not_stored_total"); n != 1 {
+		t.Fatalf("hookonce_answers_not_stored_total = %v", n)
+	}
+}
+
+func counterValue(t *testing.T, px *proxytest.Instance, name string) float64 {
+	t.Helper()
+	mfs, err := px.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		total := 0.0
+		for _, m := range mf.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+		return total
+	}
+	return 0
+}
