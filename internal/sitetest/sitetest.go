@@ -97,6 +97,9 @@ type Site struct {
 	Root    string // the docroot
 	Data    string // writable by the PHP workers (SQLite files …); ../data from the docroot
 	FastCGI string // PHP's FastCGI address, as fastcgi_pass takes it
+	// Prepend is the auto_prepend_file that records runs: give it to
+	// another PHP (Apache's mod_php) serving Root to count its runs too.
+	Prepend string
 	journal string
 }
 
@@ -170,7 +173,8 @@ func Start(t testing.TB, o Options) *Site {
 	mkdir(t, s.Root, 0o755)
 	mkdir(t, s.Data, 0o777)
 	writeFile(t, s.journal, "", 0o666)
-	writeFile(t, filepath.Join(dir, "prepend.php"), fmt.Sprintf(prepend, s.journal), 0o644)
+	s.Prepend = filepath.Join(dir, "prepend.php")
+	writeFile(t, s.Prepend, fmt.Sprintf(prepend, s.journal), 0o644)
 	for name, src := range o.Scripts {
 		p := filepath.Join(s.Root, filepath.FromSlash(name))
 		for d := filepath.Dir(p); d != s.Root && d != "/"; d = filepath.Dir(d) {
@@ -273,6 +277,12 @@ func (n *Nginx) ErrorLog() string {
 	return string(b)
 }
 
+// AccessLog returns nginx's access log.
+func (n *Nginx) AccessLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.Dir, "access.log"))
+	return string(b)
+}
+
 // startNginx writes the configuration around http(listen) and starts
 // nginx on a free port, trying another port when the first was taken.
 func startNginx(t testing.TB, bin, prefix string, http func(listen string) string, files map[string]string) *Nginx {
@@ -285,8 +295,7 @@ func startNginx(t testing.TB, bin, prefix string, http func(listen string) strin
 			writeFile(t, p, text, 0o644)
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		addr := freeAddr(t)
+	addr, p := onFreePort(t, "nginx", func(addr string) *proc {
 		conf := fmt.Sprintf(`daemon off;
 master_process on;
 worker_processes 1;
@@ -302,20 +311,33 @@ http {
 `, dir, http(addr))
 		confPath := filepath.Join(dir, "nginx.conf")
 		writeFile(t, confPath, conf, 0o644)
-		if out, err := exec.Command(bin, "-t", "-q", "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log")).CombinedOutput(); err != nil {
+		errorLog := filepath.Join(dir, "error.log")
+		if out, err := exec.Command(bin, "-t", "-q", "-p", dir, "-c", confPath, "-e", errorLog).CombinedOutput(); err != nil {
 			t.Fatalf("sitetest: nginx -t: %v\n%s\n%s", err, out, numbered(conf))
 		}
-		cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
-		p := start(t, "nginx", cmd, dir, filepath.Join(dir, "error.log"), filepath.Join(dir, "access.log"))
-		if err := p.dial("tcp", addr); err != nil {
-			taken := strings.Contains(p.logs(), "Address already in use")
-			p.stop()
-			if taken && attempt < 3 {
-				continue
-			}
-			t.Fatalf("sitetest: nginx did not start: %v\n%s", err, p.logs())
+		cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", errorLog)
+		return start(t, "nginx", cmd, dir, errorLog, filepath.Join(dir, "access.log"))
+	})
+	return &Nginx{Addr: addr, URL: "http://" + addr, Dir: dir, proc: p}
+}
+
+// onFreePort starts a server on a free loopback address and waits until
+// it accepts connections, trying another address when the first was taken
+// before the server bound it.
+func onFreePort(t testing.TB, name string, run func(addr string) *proc) (string, *proc) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addr := freeAddr(t)
+		p := run(addr)
+		err := p.dial("tcp", addr)
+		if err == nil {
+			return addr, p
 		}
-		return &Nginx{Addr: addr, URL: "http://" + addr, Dir: dir, proc: p}
+		taken := strings.Contains(p.logs(), "Address already in use")
+		p.stop()
+		if !taken || attempt == 3 {
+			t.Fatalf("sitetest: %s did not start: %v\n%s", name, err, p.logs())
+		}
 	}
 }
 

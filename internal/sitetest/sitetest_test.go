@@ -138,3 +138,16 @@ func TestStartNginx(t *testing.T) {
 		t.Fatalf("answer %d %q", status, body)
 	}
 }
+
+func TestApacheServesTheSite(t *testing.T) {
+	s := sitetest.Start(t, sitetest.Options{Scripts: map[string]string{"hooks/a.php": hook}})
+	a := s.StartApache(t, "")
+	status, body := get(t, "127.0.0.2", a.URL+"/hooks/a.php/more?id=ap", "Idempotency-Key", "shop:ap")
+	if status != 200 || body != "ran ap for 127.0.0.2\n" {
+		t.Fatalf("answer %d %q", status, body)
+	}
+	runs := s.Runs(t)
+	if len(runs) != 1 || runs[0].Script != "/hooks/a.php" || runs[0].PathInfo != "/more" || runs[0].IdempotencyKey != "shop:ap" {
+		t.Fatalf("runs = %+v", runs)
+	}
+}
