@@ -2,16 +2,13 @@
 // configs they carry are valid, the nginx, systemd and compose settings
 // agree with hookonce's, and the tools that can validate a file without a
 // container engine or a running init (docker-compose config, nginx -t,
-// systemd-analyze verify) accept them. Where nginx exists, it also runs the
-// snippet in front of hookonce and probes through it.
+// systemd-analyze verify) accept them. Where nginx and PHP exist, it runs a
+// shop through the nginx files for real (site_test.go): front nginx,
+// hookonce, nginx + php-fpm, and Apache with mod_php where installed,
+// counting script runs at PHP.
 package deploy_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +22,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/contract"
-	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/probe"
-	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // serveDrainDefault is serve's --drain-timeout default (cmd_serve.go).
@@ -251,10 +245,7 @@ func TestSystemdUnit(t *testing.T) {
 	})
 }
 
-var (
-	reLocation  = regexp.MustCompile(`location = (\S+) \{\s*include /etc/nginx/hookonce-webhook\.conf;`)
-	reDirective = func(name string) *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*` + name + ` (\S+);`) }
-)
+var reDirective = func(name string) *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*` + name + ` (\S+);`) }
 
 func nginxDirective(t *testing.T, conf, name string) string {
 	t.Helper()
@@ -276,15 +267,24 @@ func nginxSize(s string) int64 {
 	return n
 }
 
+// TestNginxMatchesHookonce checks the nginx files against hookonce's rules
+// and against the holes they close; site_test.go runs them.
 func TestNginxMatchesHookonce(t *testing.T) {
 	site := string(readFile(t, "nginx/hookonce.conf"))
 	webhook := string(readFile(t, "nginx/hookonce-webhook.conf"))
+	backend := string(readFile(t, "nginx/hookonce-site.conf"))
 	c := parseConfig(t, "configmap", configMapConfig(t))
 
 	t.Run("WebhookPathsAreTheSenders", func(t *testing.T) {
 		var locs, senders []string
-		for _, m := range reLocation.FindAllStringSubmatch(site, -1) {
-			locs = append(locs, m[1])
+		for _, m := range reWebhookLocation.FindAllStringSubmatch(site, -1) {
+			path := strings.ReplaceAll(m[1], `\.`, ".")
+			locs = append(locs, path)
+			// One form for every path: a regex on the script name that also
+			// takes PATH_INFO (the form site_test.go runs).
+			if m[0] != webhookLocation(path) {
+				t.Errorf("location for %s is\n%s\nwant\n%s", path, m[0], webhookLocation(path))
+			}
 		}
 		for _, s := range c.Senders {
 			senders = append(senders, s.Path)
@@ -295,9 +295,42 @@ func TestNginxMatchesHookonce(t *testing.T) {
 			t.Errorf("nginx routes %v through hookonce, the senders match %v", locs, senders)
 		}
 	})
+	t.Run("WebhookLocationsComeFirst", func(t *testing.T) {
+		// nginx takes the first regex location that matches: the shop's
+		// `\.php` location must not see a webhook script first.
+		hooks := reWebhookLocation.FindAllStringIndex(site, -1)
+		lastHook := hooks[len(hooks)-1][1]
+		for _, m := range regexp.MustCompile(`location ~\*? \S+`).FindAllStringIndex(site, -1) {
+			if hook := reWebhookLocation.FindStringIndex(site[m[0]:]); m[0] < lastHook && (hook == nil || hook[0] != 0) {
+				t.Errorf("%s comes before a webhook location", site[m[0]:m[1]])
+			}
+		}
+	})
+	t.Run("MergeSlashes", func(t *testing.T) {
+		if nginxDirective(t, site, "merge_slashes") != "on" {
+			t.Error("merge_slashes is not on: //bitrix/tools/stripe.php would miss the webhook location")
+		}
+	})
+	t.Run("NormalisedPathPassedEscaped", func(t *testing.T) {
+		if !strings.Contains(webhook, "\nrewrite ^ $uri break;\nproxy_pass http://hookonce;\n") {
+			t.Error("the webhook location does not pass nginx's $uri, re-escaped, to hookonce")
+		}
+		if m := regexp.MustCompile(`(?m)^\s*proxy_pass \S*\$`).FindString(webhook); m != "" {
+			t.Errorf("%q puts a decoded variable into the request line", strings.TrimSpace(m))
+		}
+	})
+	t.Run("AddressFromTheConnection", func(t *testing.T) {
+		for _, h := range []string{"X-Real-IP", "X-Forwarded-For"} {
+			if got := nginxDirective(t, webhook, "proxy_set_header "+h); got != "$remote_addr" {
+				t.Errorf("%s = %s, want $remote_addr", h, got)
+			}
+		}
+	})
 	t.Run("BodyLimit", func(t *testing.T) {
-		if got := nginxSize(nginxDirective(t, webhook, "client_max_body_size")); got != c.MaxBody {
-			t.Errorf("client_max_body_size = %d, hookonce max_body = %d", got, c.MaxBody)
+		for name, conf := range map[string]string{"hookonce-webhook.conf": webhook, "hookonce-site.conf": backend} {
+			if got := nginxSize(nginxDirective(t, conf, "client_max_body_size")); got != c.MaxBody {
+				t.Errorf("%s: client_max_body_size = %d, hookonce max_body = %d", name, got, c.MaxBody)
+			}
 		}
 	})
 	t.Run("ReadTimeoutOutlastsHookonce", func(t *testing.T) {
@@ -316,132 +349,21 @@ func TestNginxMatchesHookonce(t *testing.T) {
 			t.Error("nginx may resend a delivery")
 		}
 	})
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// TestNginxInFrontOfHookonce runs the snippet for real (nginx -t, then
-// nginx on loopback) with hookonce and two counting apps behind it: the
-// webhook path must reach the app through hookonce and pass the probe,
-// anything else must reach the app directly.
-func TestNginxInFrontOfHookonce(t *testing.T) {
-	ngx := needTool(t, "nginx", false)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil { // nginx workers run as nobody
-		t.Fatal(err)
-	}
-
-	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	viaHookonce := proxytest.NewUpstream(t, nil)
-	direct := proxytest.NewUpstream(t, nil)
-	// The compose rules: the ConfigMap's also has a signed stripe sender,
-	// which the probe below does not sign for.
-	ho := proxytest.Start(t, store, viaHookonce.URL, string(readFile(t, "compose/hookonce.yaml")))
-
-	port := freePort(t)
-	site := string(readFile(t, "nginx/hookonce.conf"))
-	webhookConf, _ := filepath.Abs("nginx/hookonce-webhook.conf")
-	repl := strings.NewReplacer(
-		"/etc/nginx/hookonce-webhook.conf", webhookConf,
-		"listen 80;", fmt.Sprintf("listen 127.0.0.1:%d;", port),
-		"server 127.0.0.1:8080;", "server "+strings.TrimPrefix(ho.URL, "http://")+";",
-		"server 127.0.0.1:8000;", "server "+strings.TrimPrefix(direct.URL, "http://")+";",
-	)
-	if err := os.WriteFile(filepath.Join(dir, "site.conf"), []byte(repl.Replace(site)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	main := fmt.Sprintf(`pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-daemon off;
-events {}
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-  include %[1]s/site.conf;
-}
-`, dir)
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(ngx, "-t", "-p", dir, "-c", conf).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
-	cmd := exec.Command(ngx, "-p", dir, "-c", conf)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt) // SIGINT: fast shutdown of master and workers
-		_ = cmd.Wait()
-	})
-	front := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitUp(t, front+"/", filepath.Join(dir, "error.log"))
-
-	t.Run("OtherPathsSkipHookonce", func(t *testing.T) {
-		before := viaHookonce.Total()
-		resp, err := http.Get(front + "/catalog/item.php?id=7")
-		if err != nil {
-			t.Fatal(err)
+	t.Run("SiteServer", func(t *testing.T) {
+		if !regexp.MustCompile(`(?m)^\s*listen 127\.0\.0\.1:8000[ ;]`).MatchString(backend) {
+			t.Error("the site server does not listen on hookonce's --upstream, 127.0.0.1:8000, loopback only")
 		}
-		resp.Body.Close()
-		if direct.Executions("") == 0 || viaHookonce.Total() != before {
-			t.Errorf("direct app calls %d, via hookonce %d; want the page straight from the app", direct.Executions(""), viaHookonce.Total()-before)
+		if !strings.Contains(site, "--upstream http://127.0.0.1:8000") {
+			t.Error("hookonce.conf does not point hookonce's --upstream at the site server")
+		}
+		if nginxDirective(t, backend, "set_real_ip_from") != "127.0.0.1" || nginxDirective(t, backend, "real_ip_header") != "X-Real-IP" {
+			t.Error("the site server does not take REMOTE_ADDR from hookonce's X-Real-IP")
+		}
+		if strings.Contains(backend, "include hookonce-webhook.conf") || strings.Contains(backend, "proxy_pass") {
+			t.Error("the site server sends requests on instead of running PHP")
+		}
+		if !strings.Contains(site, "`trusted_proxies: [127.0.0.1]`") {
+			t.Error("hookonce.conf does not tell the operator to trust nginx (else hookonce replaces its X-Real-IP)")
 		}
 	})
-	t.Run("ProbeThroughNginx", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		res, err := probe.Run(ctx, probe.Config{Target: front, Path: "/webhooks/payment", Sender: "payments", Parallel: 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		res.Print(&b)
-		t.Logf("probe through nginx:\n%s", b.String())
-		if !res.Passed() {
-			t.Fatal("probe failed through nginx")
-		}
-		for _, k := range res.Keys {
-			if n := viaHookonce.Executions(k); n != 1 {
-				t.Errorf("%s ran %d times at the app", k, n)
-			}
-			if direct.Executions(k) != 0 {
-				t.Errorf("%s reached the app without hookonce", k)
-			}
-			if ip := viaHookonce.LastHeader(k).Get("X-Real-Ip"); ip != "127.0.0.1" {
-				t.Errorf("X-Real-IP at the app = %q, want the sender's address", ip)
-			}
-		}
-	})
-}
-
-func waitUp(t *testing.T, url, errorLog string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(errorLog)
-			t.Fatalf("nginx did not come up: %v\n%s", errors.Unwrap(err), log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
