@@ -227,3 +227,43 @@ func TestPresetOverrides(t *testing.T) {
 		t.Fatal("the preset's list is still in force after the sender replaced it")
 	}
 }
+
+// TestBitrixPresetRules pins each preset's retry window and success rule,
+// the parts of a preset that only show when something goes wrong.
+func TestBitrixPresetRules(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "user:secret")
+	req := delivery(t, "POST", "/hook?InvId=5", formType, "", "")
+	tests := []struct {
+		preset  string
+		window  time.Duration
+		status  int
+		body    string
+		success bool
+	}{
+		{"robokassa", 0, 200, "OK5", true},
+		{"robokassa", 0, 200, "", false},
+		{"robokassa", 0, 200, "OK6", false},
+		{"yookassa", 24 * time.Hour, 200, "", true},
+		{"yookassa", 24 * time.Hour, 404, "", false},
+		{"tbank", 0, 200, "OK", true},
+		{"tbank", 0, 200, "ERROR", false},
+		{"cloudpayments", 0, 200, `{"code":0}`, true},
+		{"cloudpayments", 0, 200, `{"code":13}`, false},
+		{"rbs", 90 * time.Second, 200, "", true},
+		{"rbs", 90 * time.Second, 409, "", false},
+		{"bitrix24", 0, 404, "", true}, // no rule: every final status counts
+	}
+	for _, tt := range tests {
+		lines := []string{"preset: " + tt.preset}
+		if tt.preset != "yookassa" {
+			lines = append(lines, "signature: {secret_env: HOOKONCE_OK}")
+		}
+		s := mustSender(t, lines...)
+		if s.RetryWindow != tt.window {
+			t.Errorf("%s: retry window %s, want %s", tt.preset, s.RetryWindow, tt.window)
+		}
+		if ok, why := s.Succeeded(req, tt.status, []byte(tt.body)); ok != tt.success {
+			t.Errorf("%s: %d %q succeeded=%v (%s), want %v", tt.preset, tt.status, tt.body, ok, why, tt.success)
+		}
+	}
+}

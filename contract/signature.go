@@ -451,8 +451,9 @@ func pathErr(err error, path string) string {
 	return err.Error()
 }
 
-// hmacVerifier checks every scheme here: all are HMAC-SHA256 over some
-// arrangement of the raw body, with one or two keys (rotation).
+// hmacVerifier checks the sender-specific schemes in this file: all are
+// HMAC-SHA256 over some arrangement of the raw body, with one or two keys
+// (rotation). The generic schemes have verifiers of their own.
 type hmacVerifier struct {
 	scheme    string
 	header    string // canonical
