@@ -64,8 +64,9 @@ func (s *Sender) Shadow() bool { return s.Mode == ModeShadow }
 // HasSignature reports whether deliveries must carry a valid signature.
 func (s *Sender) HasSignature() bool { return s.verifier != nil }
 
-// Verify checks the delivery's signature over the raw body; nil when valid
-// or when the sender has no signature configured. now judges timestamps.
+// Verify checks the delivery's authenticity (a signature, a token, the
+// sender's address); nil when valid or when the sender has no signature
+// configured. now judges timestamps.
 // The error says what is wrong without quoting the signature or a secret.
 func (s *Sender) Verify(req *Request, now time.Time) error {
 	if s.verifier == nil {
