@@ -54,7 +54,7 @@ func bitrixStorm(args []string) error {
 	names := fs.String("providers", "robokassa,yookassa,tbank,cloudpayments,rbs,bitrix24", "providers, comma-separated")
 	perProvider := fs.Int("payments", 6, "payments per provider (at most 500)")
 	copies := fs.Int("copies", 3, "copies of a notification's first delivery sent at once (at most 20)")
-	attempts := fs.Int("attempts", 10, "deliveries a provider makes before it gives up on a notification, the copies counting as one (at most 50)")
+	attempts := fs.Int("attempts", 10, "deliveries a provider makes before it gives up on a notification, the copies counting as one (at most 50; RBS makes 3, Bitrix24 1)")
 	backoff := fs.Duration("backoff", 40*time.Millisecond, "pause before the second attempt; doubles each time, up to 8×")
 	conc := fs.Int("concurrency", 4, "payments in flight at once")
 	deadline := fs.Duration("deadline", 90*time.Second, "stop sending after")
@@ -161,9 +161,12 @@ func bitrixStorm(args []string) error {
 	}
 	// send delivers one notification as its provider does: copies at once,
 	// then one at a time after a growing pause, until one succeeds.
-	send := func(pr string, n notification) {
-		pause := *backoff
-		for attempt := 1; attempt <= *attempts && ctx.Err() == nil; attempt++ {
+	send := func(pr provider, n notification) {
+		pause, limit := *backoff, *attempts
+		if pr.attempts > 0 {
+			limit = min(limit, pr.attempts)
+		}
+		for attempt := 1; attempt <= limit && ctx.Err() == nil; attempt++ {
 			k := 1
 			if attempt == 1 {
 				k = *copies
@@ -177,7 +180,7 @@ func bitrixStorm(args []string) error {
 				go func() {
 					defer wg.Done()
 					<-gate
-					if deliver(pr, n) {
+					if deliver(pr.name, n) {
 						okAny.Do(func() { done = true })
 					}
 				}()
@@ -187,7 +190,7 @@ func bitrixStorm(args []string) error {
 			if done {
 				return
 			}
-			if attempt == *attempts {
+			if attempt == limit {
 				break
 			}
 			select {
@@ -197,7 +200,7 @@ func bitrixStorm(args []string) error {
 			pause = min(2*pause, 8**backoff)
 		}
 		mu.Lock()
-		stats[pr].gaveUp++
+		stats[pr.name].gaveUp++
 		mu.Unlock()
 	}
 
@@ -218,7 +221,7 @@ func bitrixStorm(args []string) error {
 				mu.Lock()
 				stats[pr.name].notifications++
 				mu.Unlock()
-				send(pr.name, n)
+				send(pr, n)
 			}
 		}()
 	}
