@@ -174,10 +174,11 @@ type pathFile struct {
 }
 
 type keyPartFile struct {
-	Header string `yaml:"header"`
-	Body   string `yaml:"body"`
-	Query  string `yaml:"query"`
-	Form   string `yaml:"form"`
+	Header  string `yaml:"header"`
+	Body    string `yaml:"body"`
+	Query   string `yaml:"query"`
+	Form    string `yaml:"form"`
+	Request string `yaml:"request"` // query or form, as Bitrix's $request->get()
 }
 
 type senderFile struct {
@@ -487,7 +488,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		s.Keys = append(s.Keys, part)
 	}
 	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" {
-		bad("key", "required: at least one of header, body, query or form (or a preset that sets it)")
+		bad("key", "required: at least one of header, body, query, form or request (or a preset that sets it)")
 	}
 
 	probs = append(probs, s.apply(&sf.policyFile)...)

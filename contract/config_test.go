@@ -55,9 +55,9 @@ func TestLoadInvalidNamesFileSenderField(t *testing.T) {
 	}
 	want := []string{
 		`testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
-		`testdata/invalid.yaml:5: sender "shop": field key: required: at least one of header, body, query or form (or a preset that sets it)`,
+		`testdata/invalid.yaml:5: sender "shop": field key: required: at least one of header, body, query, form or request (or a preset that sets it)`,
 		`testdata/invalid.yaml:6: sender "shop": field in_progress: "later": want one of wait, reject`,
-		`testdata/invalid.yaml:9: sender "shop": field key[0]: set exactly one of header, body, query or form`,
+		`testdata/invalid.yaml:9: sender "shop": field key[0]: set exactly one of header, body, query, form or request`,
 		`testdata/invalid.yaml:10: sender "shop": field conflict.status: 200: want a 4xx or 5xx status`,
 		`testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`,
 		`testdata/invalid.yaml:7: sender "shop": field name: duplicate sender name`,

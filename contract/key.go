@@ -42,8 +42,11 @@ func compileKeyPart(kf keyPartFile) (KeyPart, error) {
 	if kf.Form != "" {
 		parts = append(parts, KeyPart{Source: FromForm, Name: kf.Form})
 	}
+	if kf.Request != "" {
+		parts = append(parts, KeyPart{Source: FromRequest, Name: kf.Request})
+	}
 	if len(parts) != 1 {
-		return KeyPart{}, errors.New("set exactly one of header, body, query or form")
+		return KeyPart{}, errors.New("set exactly one of header, body, query, form or request")
 	}
 	return parts[0], nil
 }

@@ -55,4 +55,151 @@ var presets = map[string]preset{
 	"hmac-sha256": {
 		Signature: SignatureConfig{Scheme: SchemeHMACSHA256},
 	},
+	"robokassa":     robokassa,
+	"yookassa":      yookassa,
+	"tbank":         tbank,
+	"cloudpayments": cloudpayments,
+	"rbs":           rbs,
+	"bitrix24":      bitrix24,
+}
+
+// The payment senders of a 1C-Bitrix shop. Each reads its values where
+// the shop's own handler reads them ($request->get() is FromRequest: the
+// query, then the form), so hookonce and the site agree on the event.
+
+// robokassa: the Result URL notification, sent once a payment succeeded,
+// by POST or GET as the merchant chose. SignatureValue is
+// MD5("OutSum:InvId:Password2[:Shp_k=v…]") with every Shp_ parameter
+// sorted by name in byte order (Bitrix's handler ksorts them; Bitrix names
+// them SHP_…, so the prefix is matched in any case), hex in either case.
+// The merchant may switch the algorithm to SHA-256 or others in the
+// Robokassa account: set signature.algorithm to match. The site answers
+// OK<InvId> once it applied the payment; anything else is not a success.
+// Retry window: Robokassa documents none here, so none is assumed.
+var robokassa = preset{
+	Keys: []KeyPart{{Source: FromRequest, Name: "InvId"}},
+	Signature: SignatureConfig{
+		Scheme: SchemeDigest, Algorithm: "md5", Encoding: encHex,
+		Message: &MessageConfig{
+			Parts:  []string{"{request.OutSum}", "{request.InvId}", "{secret}"},
+			Fields: &FieldsConfig{Source: string(FromRequest), IncludePrefix: "Shp_", IgnorePrefixCase: true, Format: "{k}={v}"},
+			Join:   ":",
+		},
+		From: []keyPartFile{{Request: "SignatureValue"}},
+	},
+	Success: &Success{Body: mustTemplate("OK{request.InvId}")},
+}
+
+// yookassa: JSON notifications that carry no signature; YooKassa publishes
+// the networks it sends from (its webhook documentation; the official PHP
+// SDK's SecurityHelper lists the same IPv4 ranges and four /64s inside
+// 2a02:5180::/32). One payment sends several events (waiting_for_capture,
+// then succeeded), so the event is part of the key. YooKassa resends a
+// notification it got no 200 for over 24 hours.
+var yookassa = preset{
+	Keys: []KeyPart{{Source: FromBody, Name: "object.id"}, {Source: FromBody, Name: "event"}},
+	Signature: SignatureConfig{
+		Scheme: SchemeSourceAddress,
+		Allow: []string{"185.71.76.0/27", "185.71.77.0/27", "77.75.153.0/25",
+			"77.75.156.11", "77.75.156.35", "77.75.154.128/25", "2a02:5180::/32"},
+	},
+	RetryWindow: 24 * time.Hour,
+	Success:     &Success{Statuses: mustStatuses("2xx")},
+}
+
+// tbank (T-Bank, formerly Tinkoff, internet acquiring): JSON notifications
+// whose Token is SHA-256 of the values of the root's scalar fields plus
+// Password, sorted by name and concatenated; nested objects and arrays are
+// left out, booleans are "true"/"false". T-Bank sends lower-case hex and
+// its SDKs compare exactly. One payment notifies each status (AUTHORIZED,
+// CONFIRMED, REFUNDED, …), so the status is part of the key; the site
+// answers OK. Retry window: not in the documentation stored here, so none.
+var tbank = preset{
+	Keys: []KeyPart{{Source: FromBody, Name: "PaymentId"}, {Source: FromBody, Name: "Status"}},
+	Signature: SignatureConfig{
+		Scheme: SchemeDigest, Algorithm: "sha256", Encoding: encHexLower,
+		Message: &MessageConfig{Fields: &FieldsConfig{
+			Source: string(FromBody), Exclude: []string{"Token"},
+			Add: map[string]string{"Password": "{secret}"}, Format: "{v}",
+		}},
+		From: []keyPartFile{{Body: "Token"}},
+	},
+	Success: &Success{Body: mustTemplate("OK")},
+}
+
+// cloudpayments: check, pay, fail (and confirm, refund) notifications,
+// form-encoded by default, each with Content-HMAC: base64 HMAC-SHA256 of
+// the raw body under the API secret (X-Content-HMAC, its twin, is checked
+// only when Content-HMAC is missing). The notification type is not in the
+// body: Bitrix's module tells them apart by the action query parameter of
+// sale_ps_result.php?action=check|pay|fail, so the merchant's notification
+// URLs must carry action, and the key holds it; action is not covered by
+// the HMAC. The site answers {"code":0} when it accepted the notification.
+// Retry window: not in the documentation stored here, so none.
+var cloudpayments = preset{
+	Keys: []KeyPart{{Source: FromForm, Name: "TransactionId"}, {Source: FromQuery, Name: "action"}},
+	Signature: SignatureConfig{
+		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encBase64,
+		Message: &MessageConfig{Body: true},
+		From:    []keyPartFile{{Header: "Content-HMAC"}, {Header: "X-Content-HMAC"}},
+	},
+	Success: &Success{JSON: []JSONWant{{Path: "code", Value: 0}}},
+}
+
+// rbs: callbacks of the RBS gateway that Sberbank, Alfa-Bank and others
+// run, by GET or POST. checksum is upper-case hex HMAC-SHA256 of every
+// parameter but checksum and sign_alias, sorted by name, as
+// "name;value;" concatenated; it is compared in either case. An order
+// sends one callback per operation (approved, deposited, reversed,
+// refunded) and outcome (status 1 or 0), so both are in the key. The
+// gateway retries every 30 seconds until 3 attempts failed (per merchant,
+// adjustable by the bank).
+var rbs = preset{
+	Keys: []KeyPart{
+		{Source: FromRequest, Name: "mdOrder"}, {Source: FromRequest, Name: "operation"}, {Source: FromRequest, Name: "status"},
+	},
+	Signature: SignatureConfig{
+		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encHex,
+		Message: &MessageConfig{Fields: &FieldsConfig{
+			Source: string(FromRequest), Exclude: []string{"checksum", "sign_alias"}, Format: "{k};{v};",
+		}},
+		From: []keyPartFile{{Request: "checksum"}},
+	},
+	RetryWindow: 90 * time.Second,
+	Success:     &Success{Statuses: mustStatuses("2xx")},
+}
+
+// bitrix24: events a Bitrix24 portal posts to an application's (or an
+// outbound webhook's) handler, form-encoded, with the application token
+// in auth[application_token]. One event is the event name, the entity's
+// ID and the event's ts (Unix seconds): without ts every later change of
+// the same deal would be a duplicate; with it, two changes of one entity
+// in the same second are one execution, which suffices for a handler that
+// reads the entity's current state through REST. Events without
+// data[FIELDS][ID] (ONAPPINSTALL …) need a key of their own. Bitrix24
+// does not resend a failed event, so there is no retry window.
+var bitrix24 = preset{
+	Keys: []KeyPart{
+		{Source: FromForm, Name: "event"}, {Source: FromForm, Name: "data[FIELDS][ID]"}, {Source: FromForm, Name: "ts"},
+	},
+	Signature: SignatureConfig{
+		Scheme: SchemeToken,
+		From:   []keyPartFile{{Form: "auth[application_token]"}},
+	},
+}
+
+func mustTemplate(text string) *Template {
+	t, err := ParseTemplate(text)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func mustStatuses(s string) *StatusSet {
+	set, err := ParseStatusSet(s)
+	if err != nil {
+		panic(err)
+	}
+	return &set
 }

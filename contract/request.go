@@ -32,6 +32,7 @@ type Request struct {
 	Client netip.Addr
 
 	query, form *phpVar
+	request     *phpVar // query overlaid with form (FromRequest)
 	formErr     error
 	json        []byte // the body with repeated keys resolved to the last
 	jsonErr     error
@@ -52,6 +53,12 @@ const (
 	FromBody   Source = "body" // a gjson path into a JSON body
 	FromQuery  Source = "query"
 	FromForm   Source = "form" // an urlencoded or multipart form field, PHP bracket names allowed
+	// FromRequest is a query or form field as Bitrix's $request->get() and
+	// PHP's $_REQUEST read it: the query merged with the form, a form field
+	// replacing the query's field of the same top-level name. Payment
+	// gateways that may call back with GET or POST (Robokassa, the RBS
+	// gateways) are read from here.
+	FromRequest Source = "request"
 )
 
 // errNotJSON and errNotForm say why a body value cannot be read.
@@ -78,10 +85,7 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		// last: no one reading is safe.
 		return "", false, errors.New("header sent more than once")
 	case FromQuery:
-		if q.query == nil {
-			q.query = parsePHPVars(q.RawQuery)
-		}
-		v, ok = q.query.lookup(name)
+		v, ok = q.queryVars().lookup(name)
 		return v, ok, nil
 	case FromForm:
 		f, err := q.Form()
@@ -89,6 +93,9 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 			return "", false, err
 		}
 		v, ok = f.lookup(name)
+		return v, ok, nil
+	case FromRequest:
+		v, ok = q.requestVars().lookup(name)
 		return v, ok, nil
 	case FromBody:
 		doc, err := q.JSON()
@@ -181,26 +188,89 @@ func (q *Request) JSON() ([]byte, error) {
 	return q.json, q.jsonErr
 }
 
-// Fields returns every string value of a query or form source by its PHP
-// name ("a[b]" for nested ones), for schemes that sign all fields.
+// Fields returns every string value of a query, form or request source by
+// its PHP name ("a[b]" for nested ones), for schemes that sign all fields.
+// For the body it returns the JSON root object's scalar members as PHP
+// prints them (numbers as (string) casts them, true and false as "true" and
+// "false"); null, objects and arrays are left out.
 func (q *Request) Fields(src Source) (map[string]string, error) {
 	var root *phpVar
 	switch src {
 	case FromQuery:
-		if q.query == nil {
-			q.query = parsePHPVars(q.RawQuery)
-		}
-		root = q.query
+		root = q.queryVars()
 	case FromForm:
 		f, err := q.Form()
 		if err != nil {
 			return nil, err
 		}
 		root = f
+	case FromRequest:
+		root = q.requestVars()
+	case FromBody:
+		return q.bodyFields()
 	default:
 		return nil, fmt.Errorf("fields of %s are not supported", src)
 	}
 	out := map[string]string{}
 	root.each("", func(name, val string) { out[name] = val })
 	return out, nil
+}
+
+func (q *Request) queryVars() *phpVar {
+	if q.query == nil {
+		q.query = parsePHPVars(q.RawQuery)
+	}
+	return q.query
+}
+
+// requestVars is the query overlaid with the form, as PHP's array_merge
+// of $_GET and $_POST: a top-level form name replaces the query's whole
+// entry of that name. A body that is not a form adds nothing.
+func (q *Request) requestVars() *phpVar {
+	if q.request != nil {
+		return q.request
+	}
+	merged := newPHPArray()
+	for k, v := range q.queryVars().arr {
+		merged.arr[k] = v
+	}
+	if f, err := q.Form(); err == nil {
+		for k, v := range f.arr {
+			merged.arr[k] = v
+		}
+	}
+	q.request = merged
+	return merged
+}
+
+func (q *Request) bodyFields() (map[string]string, error) {
+	doc, err := q.JSON()
+	if err != nil {
+		return nil, err
+	}
+	root := gjson.ParseBytes(doc)
+	if !root.IsObject() {
+		return nil, errors.New("body is not a JSON object")
+	}
+	out := map[string]string{}
+	var bad error
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch v.Type {
+		case gjson.String:
+			out[k.Str] = v.Str
+		case gjson.True:
+			out[k.Str] = "true"
+		case gjson.False:
+			out[k.Str] = "false"
+		case gjson.Number:
+			n, ok := phpNumber(v.Raw)
+			if !ok {
+				bad = errors.New("a number PHP cannot read")
+				return false
+			}
+			out[k.Str] = n
+		}
+		return true
+	})
+	return out, bad
 }

@@ -267,6 +267,7 @@ type conditionFile struct {
 	Query   string  `yaml:"query"`
 	Form    string  `yaml:"form"`
 	Body    string  `yaml:"body"`
+	Request string  `yaml:"request"`
 	Equals  *string `yaml:"equals"`
 	Present *bool   `yaml:"present"`
 	Matches *string `yaml:"matches"`
@@ -278,14 +279,14 @@ func compileCondition(cf conditionFile) (Condition, error) {
 	for _, x := range []struct {
 		src  Source
 		name string
-	}{{FromHeader, cf.Header}, {FromQuery, cf.Query}, {FromForm, cf.Form}, {FromBody, cf.Body}} {
+	}{{FromHeader, cf.Header}, {FromQuery, cf.Query}, {FromForm, cf.Form}, {FromBody, cf.Body}, {FromRequest, cf.Request}} {
 		if x.name != "" {
 			c.Source, c.Name = x.src, x.name
 			n++
 		}
 	}
 	if n != 1 {
-		return c, errors.New("set exactly one of header, query, form or body")
+		return c, errors.New("set exactly one of header, query, form, body or request")
 	}
 	if c.Source == FromHeader {
 		c.Name = http.CanonicalHeaderKey(c.Name)

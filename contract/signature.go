@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,10 @@ type Verifier interface {
 	Verify(req *Request, now time.Time) error
 }
 
-// Signature schemes.
+// Signature schemes. The first six are HMAC-SHA256 over the raw body in
+// one sender's arrangement; the rest are generic building blocks for
+// senders no preset knows (scheme_digest.go, scheme_token.go,
+// scheme_addr.go).
 const (
 	SchemeStripe           = "stripe"
 	SchemeGitHub           = "github"
@@ -31,6 +35,11 @@ const (
 	SchemeStandardWebhooks = "standard-webhooks"
 	SchemeSlack            = "slack"
 	SchemeHMACSHA256       = "hmac-sha256"
+	SchemeDigest           = "digest"         // a hash of a message that holds the secret
+	SchemeHMAC             = "hmac"           // an HMAC of a message, keyed with the secret
+	SchemeToken            = "token"          // the secret itself, in a field or header
+	SchemeBasic            = "basic"          // HTTP Basic, the secret being user:password
+	SchemeSourceAddress    = "source-address" // the sender's address in an allowlist
 )
 
 // DefaultTolerance is how far a signed timestamp may be from the proxy's
@@ -41,9 +50,9 @@ const DefaultTolerance = 5 * time.Minute
 // scheme; the sender's own fields override it.
 //
 //	signature:
-//	  scheme: hmac-sha256          # stripe | github | shopify | standard-webhooks | slack | hmac-sha256
+//	  scheme: hmac-sha256          # see below; a preset sets it
 //	  header: X-Signature          # the scheme's own header when omitted (required for hmac-sha256)
-//	  encoding: hex                # hmac-sha256 only: hex (default) | base64
+//	  encoding: hex                # hmac-sha256: hex (default) | base64; digest, hmac: see below
 //	  prefix: "sha256="            # hmac-sha256 only: text before the digest
 //	  secret_env: SHOP_SECRET      # the secret: an environment variable ...
 //	  secret_file: /run/secrets/x  # ... or a file, read whole, surrounding whitespace trimmed
@@ -51,8 +60,41 @@ const DefaultTolerance = 5 * time.Minute
 //	  previous_secret_file: ...    #   the sender moves from it to the first one
 //	  tolerance: 5m                # stripe, standard-webhooks, slack: timestamp window
 //
+// The schemes stripe, github, shopify, standard-webhooks, slack and
+// hmac-sha256 are HMAC-SHA256 over the raw body. The generic ones describe
+// a sender no preset knows:
+//
+//	# digest: algorithm(message) where the message holds {secret} (Robokassa);
+//	# hmac: HMAC-algorithm(message) keyed with the secret (RBS, CloudPayments).
+//	scheme: digest               # or hmac
+//	algorithm: md5               # md5 | sha1 | sha256 (default) | sha512
+//	message:                     # parts, then fields, joined; or the raw body
+//	  parts: ["{request.OutSum}", "{request.InvId}", "{secret}"]  # literals and
+//	                             #   {form.X} {query.X} {request.X} {header.X} {body.path} {secret}
+//	  fields:                    # every field of a source, sorted by name (byte order)
+//	    source: request          # form | query | request | body (the JSON root's scalars)
+//	    include_prefix: Shp_     # only names starting so (optional)
+//	    ignore_prefix_case: true #   compared ignoring ASCII case
+//	    exclude: [SignatureValue]
+//	    add: {Password: "{secret}"}  # extra fields, sorted in with the rest
+//	    format: "{k}={v}"        # each field ({k} name, {v} value); default {k}={v}
+//	  join: ":"                  # between parts and fields (default "")
+//	  body: true                 # instead of parts and fields: the raw body bytes
+//	from: [{request: SignatureValue}]  # where the signature is: header, form, query,
+//	                             #   request or body; the first one present is checked
+//	encoding: hex                # hex (either case, default) | hex-lower | hex-upper | base64
+//
+//	scheme: token                # the secret, sent as it is in a field or header
+//	from: [{form: "auth[application_token]"}]
+//
+//	scheme: basic                # Authorization: Basic; the secret is user:password
+//
+//	scheme: source-address       # the sender's address (through trusted_proxies)
+//	allow: [185.71.76.0/27, 77.75.156.11, "2a02:5180::/32"]   # no secret
+//
 // Secrets are resolved when the file is loaded; a relative secret_file is
-// taken relative to the config file's directory.
+// taken relative to the config file's directory. Every comparison with a
+// secret or a signature is constant-time.
 type SignatureConfig struct {
 	Scheme             string    `yaml:"scheme"`
 	Header             string    `yaml:"header"`
@@ -63,9 +105,34 @@ type SignatureConfig struct {
 	PreviousSecretEnv  string    `yaml:"previous_secret_env"`
 	PreviousSecretFile string    `yaml:"previous_secret_file"`
 	Tolerance          *Duration `yaml:"tolerance"`
+
+	Algorithm string         `yaml:"algorithm"`
+	Message   *MessageConfig `yaml:"message"`
+	From      []keyPartFile  `yaml:"from"`
+	Allow     []string       `yaml:"allow"`
 }
 
-// merge returns c overlaid with the fields set in o (o may be nil).
+// MessageConfig is what a digest or hmac scheme hashes (see
+// SignatureConfig).
+type MessageConfig struct {
+	Parts  []string      `yaml:"parts"`
+	Fields *FieldsConfig `yaml:"fields"`
+	Join   string        `yaml:"join"`
+	Body   bool          `yaml:"body"`
+}
+
+// FieldsConfig signs every field of one source (see SignatureConfig).
+type FieldsConfig struct {
+	Source           string            `yaml:"source"`
+	IncludePrefix    string            `yaml:"include_prefix"`
+	IgnorePrefixCase bool              `yaml:"ignore_prefix_case"`
+	Exclude          []string          `yaml:"exclude"`
+	Add              map[string]string `yaml:"add"`
+	Format           string            `yaml:"format"`
+}
+
+// merge returns c overlaid with the fields set in o (o may be nil). A
+// message, from or allow list the sender sets replaces the preset's whole.
 func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	if o == nil {
 		return &c
@@ -79,6 +146,7 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	set(&c.Header, o.Header)
 	set(&c.Encoding, o.Encoding)
 	set(&c.Prefix, o.Prefix)
+	set(&c.Algorithm, o.Algorithm)
 	// One source per secret: a sender that names a file replaces the
 	// preset's (or defaults') environment variable, and the other way round.
 	if o.SecretEnv != "" || o.SecretFile != "" {
@@ -89,6 +157,15 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	}
 	if o.Tolerance != nil {
 		c.Tolerance = o.Tolerance
+	}
+	if o.Message != nil {
+		c.Message = o.Message
+	}
+	if o.From != nil {
+		c.From = o.From
+	}
+	if o.Allow != nil {
+		c.Allow = o.Allow
 	}
 	return &c
 }
@@ -115,6 +192,11 @@ type schemeDef struct {
 	timed    bool   // signs a timestamp, so tolerance applies
 	whsec    bool   // secrets are whsec_ base64
 	fixedFmt bool   // encoding and prefix are the scheme's own (the header may change)
+	// generic schemes: build compiles the verifier from c.cfg; takes lists
+	// the optional fields it reads (besides scheme and the secrets).
+	build    func(c *sigCompiler) Verifier
+	takes    []string
+	noSecret bool // source-address: nothing secret to resolve
 }
 
 var schemes = map[string]schemeDef{
@@ -124,43 +206,195 @@ var schemes = map[string]schemeDef{
 	SchemeStandardWebhooks: {header: "Webhook-Signature", timed: true, whsec: true, fixedFmt: true},
 	SchemeSlack:            {header: "X-Slack-Signature", timed: true, fixedFmt: true},
 	SchemeHMACSHA256:       {},
+	SchemeDigest:           {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},
+	SchemeHMAC:             {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},
+	SchemeToken:            {build: buildToken, takes: []string{"from"}},
+	SchemeBasic:            {build: buildBasic},
+	SchemeSourceAddress:    {build: buildSourceAddress, takes: []string{"allow"}, noSecret: true},
 }
 
+// schemeNames lists the schemes, sorted, for messages.
 func schemeNames() string {
-	return "stripe, github, shopify, standard-webhooks, slack, hmac-sha256"
+	return strings.Join(sortedKeys(schemes), ", ")
+}
+
+// sigCompiler collects a signature section's problems while its scheme is
+// compiled, so every one of them is reported at once.
+type sigCompiler struct {
+	cfg  SignatureConfig
+	def  schemeDef
+	dir  string // where a relative secret_file is looked up
+	keys [][]byte
+	// keyFields names the field each key came from, for problems about it.
+	keyFields []string
+	probs     []Problem
+}
+
+func (c *sigCompiler) bad(field, format string, args ...any) {
+	c.probs = append(c.probs, Problem{Field: "signature." + field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // compileSignature builds the verifier for a sender and resolves its
 // secrets. dir is where a relative secret_file is looked up. Problems name
 // the field; none quotes a secret.
 func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
-	var probs []Problem
-	bad := func(field, format string, args ...any) {
-		probs = append(probs, Problem{Field: "signature." + field, Msg: fmt.Sprintf(format, args...)})
-	}
+	c := &sigCompiler{cfg: cfg, dir: dir}
 	if cfg.Scheme == "" {
-		bad("scheme", "required (one of %s), or a preset that sets it", schemeNames())
-		return nil, probs
+		c.bad("scheme", "required (one of %s), or a preset that sets it", schemeNames())
+		return nil, c.probs
 	}
 	def, ok := schemes[cfg.Scheme]
 	if !ok {
-		bad("scheme", "unknown scheme %q (known: %s)", cfg.Scheme, schemeNames())
-		return nil, probs
+		c.bad("scheme", "unknown scheme %q (known: %s)", cfg.Scheme, schemeNames())
+		return nil, c.probs
 	}
-	v := &hmacVerifier{scheme: cfg.Scheme, header: def.header, encoding: "hex"}
+	c.def = def
+	c.checkGenericFields()
+	if def.noSecret {
+		c.noSecrets()
+	} else {
+		c.resolveSecrets()
+	}
+	var v Verifier
+	if def.build != nil {
+		v = def.build(c)
+	} else {
+		v = c.buildHMACBody()
+	}
+	if len(c.probs) > 0 {
+		return nil, c.probs
+	}
+	return v, nil
+}
+
+// checkGenericFields refuses a generic field on a scheme that does not
+// read it, so a typo in the scheme name cannot silently drop a check.
+func (c *sigCompiler) checkGenericFields() {
+	set := map[string]bool{
+		"algorithm": c.cfg.Algorithm != "", "message": c.cfg.Message != nil,
+		"from": c.cfg.From != nil, "allow": c.cfg.Allow != nil,
+	}
+	for _, f := range []string{"algorithm", "message", "from", "allow"} {
+		if set[f] && !slices.Contains(c.def.takes, f) {
+			c.bad(f, "does not apply to scheme %s", c.cfg.Scheme)
+		}
+	}
+	if c.def.build == nil {
+		return
+	}
+	// The generic schemes name where their signature is with from, and
+	// sign no timestamp.
+	if c.cfg.Header != "" {
+		c.bad("header", "does not apply to scheme %s (name the signature's place with from)", c.cfg.Scheme)
+	}
+	if c.cfg.Prefix != "" {
+		c.bad("prefix", "only applies to scheme hmac-sha256")
+	}
+	if c.cfg.Encoding != "" && !slices.Contains(c.def.takes, "encoding") {
+		c.bad("encoding", "does not apply to scheme %s", c.cfg.Scheme)
+	}
+	if c.cfg.Tolerance != nil {
+		c.bad("tolerance", "scheme %s signs no timestamp", c.cfg.Scheme)
+	}
+}
+
+func (c *sigCompiler) noSecrets() {
+	for _, f := range []struct{ field, v string }{
+		{"secret_env", c.cfg.SecretEnv}, {"secret_file", c.cfg.SecretFile},
+		{"previous_secret_env", c.cfg.PreviousSecretEnv}, {"previous_secret_file", c.cfg.PreviousSecretFile},
+	} {
+		if f.v != "" {
+			c.bad(f.field, "scheme %s takes no secret", c.cfg.Scheme)
+		}
+	}
+}
+
+func (c *sigCompiler) resolveSecrets() {
+	add := func(k []byte, envField, fileField, file string) {
+		if k == nil {
+			return
+		}
+		c.keys = append(c.keys, k)
+		if file != "" {
+			c.keyFields = append(c.keyFields, fileField)
+		} else {
+			c.keyFields = append(c.keyFields, envField)
+		}
+	}
+	add(c.resolve("secret_env", "secret_file", c.cfg.SecretEnv, c.cfg.SecretFile, true),
+		"secret_env", "secret_file", c.cfg.SecretFile)
+	add(c.resolve("previous_secret_env", "previous_secret_file", c.cfg.PreviousSecretEnv, c.cfg.PreviousSecretFile, false),
+		"previous_secret_env", "previous_secret_file", c.cfg.PreviousSecretFile)
+}
+
+func (c *sigCompiler) resolve(envField, fileField, env, file string, required bool) []byte {
+	var raw string
+	switch {
+	case env != "" && file != "":
+		c.bad(envField, "set either %s or %s, not both", envField, fileField)
+		return nil
+	case env != "":
+		val, ok := os.LookupEnv(env)
+		if !ok {
+			c.bad(envField, "environment variable %s is not set", env)
+			return nil
+		}
+		raw = val
+	case file != "":
+		path := file
+		if !filepath.IsAbs(path) && c.dir != "" {
+			path = filepath.Join(c.dir, path)
+		}
+		data, err := readSecretFile(path)
+		if err != nil {
+			c.bad(fileField, "read secret: %v", err)
+			return nil
+		}
+		raw = string(data)
+	default:
+		if required {
+			c.bad("secret_env", "required: secret_env or secret_file")
+		}
+		return nil
+	}
+	raw = strings.TrimSpace(raw)
+	where := envField
+	if file != "" {
+		where = fileField
+	}
+	if raw == "" {
+		c.bad(where, "the secret is empty")
+		return nil
+	}
+	if !c.def.whsec {
+		return []byte(raw)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(raw, "whsec_"))
+	if err != nil || len(key) == 0 {
+		c.bad(where, "not a standard-webhooks secret (whsec_ followed by base64)")
+		return nil
+	}
+	return key
+}
+
+// buildHMACBody compiles the schemes that sign the raw body with
+// HMAC-SHA256 in one sender's arrangement.
+func (c *sigCompiler) buildHMACBody() Verifier {
+	cfg, def := c.cfg, c.def
+	v := &hmacVerifier{scheme: cfg.Scheme, header: def.header, encoding: "hex", keys: c.keys}
 	if cfg.Header != "" {
 		v.header = cfg.Header
 	}
 	v.header = http.CanonicalHeaderKey(strings.TrimSpace(v.header))
 	if v.header == "" {
-		bad("header", "required for scheme %s", cfg.Scheme)
+		c.bad("header", "required for scheme %s", cfg.Scheme)
 	}
 	if def.fixedFmt {
 		if cfg.Encoding != "" {
-			bad("encoding", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
+			c.bad("encoding", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
 		}
 		if cfg.Prefix != "" {
-			bad("prefix", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
+			c.bad("prefix", "only applies to scheme hmac-sha256 (%s fixes its own)", cfg.Scheme)
 		}
 	} else {
 		switch cfg.Encoding {
@@ -168,7 +402,7 @@ func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
 		case "base64":
 			v.encoding = "base64"
 		default:
-			bad("encoding", "%q: want hex or base64", cfg.Encoding)
+			c.bad("encoding", "%q: want hex or base64", cfg.Encoding)
 		}
 		v.prefix = cfg.Prefix
 	}
@@ -176,74 +410,15 @@ func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
 		v.tolerance = DefaultTolerance
 		if cfg.Tolerance != nil {
 			if t := time.Duration(*cfg.Tolerance); t < time.Second {
-				bad("tolerance", "%s is too short (minimum 1s)", t)
+				c.bad("tolerance", "%s is too short (minimum 1s)", t)
 			} else {
 				v.tolerance = t
 			}
 		}
 	} else if cfg.Tolerance != nil {
-		bad("tolerance", "scheme %s signs no timestamp", cfg.Scheme)
+		c.bad("tolerance", "scheme %s signs no timestamp", cfg.Scheme)
 	}
-
-	resolve := func(envField, fileField, env, file string, required bool) []byte {
-		var raw string
-		switch {
-		case env != "" && file != "":
-			bad(envField, "set either %s or %s, not both", envField, fileField)
-			return nil
-		case env != "":
-			val, ok := os.LookupEnv(env)
-			if !ok {
-				bad(envField, "environment variable %s is not set", env)
-				return nil
-			}
-			raw = val
-		case file != "":
-			path := file
-			if !filepath.IsAbs(path) && dir != "" {
-				path = filepath.Join(dir, path)
-			}
-			data, err := readSecretFile(path)
-			if err != nil {
-				bad(fileField, "read secret: %v", err)
-				return nil
-			}
-			raw = string(data)
-		default:
-			if required {
-				bad("secret_env", "required: secret_env or secret_file")
-			}
-			return nil
-		}
-		raw = strings.TrimSpace(raw)
-		where := envField
-		if file != "" {
-			where = fileField
-		}
-		if raw == "" {
-			bad(where, "the secret is empty")
-			return nil
-		}
-		if !def.whsec {
-			return []byte(raw)
-		}
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(raw, "whsec_"))
-		if err != nil || len(key) == 0 {
-			bad(where, "not a standard-webhooks secret (whsec_ followed by base64)")
-			return nil
-		}
-		return key
-	}
-	if k := resolve("secret_env", "secret_file", cfg.SecretEnv, cfg.SecretFile, true); k != nil {
-		v.keys = append(v.keys, k)
-	}
-	if k := resolve("previous_secret_env", "previous_secret_file", cfg.PreviousSecretEnv, cfg.PreviousSecretFile, false); k != nil {
-		v.keys = append(v.keys, k)
-	}
-	if len(probs) > 0 {
-		return nil, probs
-	}
-	return v, nil
+	return v
 }
 
 // maxSecretFile bounds what is read from a secret file: a secret is short,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
@@ -95,13 +96,18 @@ type Template struct {
 }
 
 type templatePart struct {
-	lit  string
-	src  Source // "" for a literal
-	name string
+	lit    string
+	src    Source // "" for a literal or the secret
+	name   string
+	secret bool // {secret}: only in signature messages
 }
 
 // ParseTemplate compiles a success body template.
-func ParseTemplate(text string) (*Template, error) {
+func ParseTemplate(text string) (*Template, error) { return parseTemplate(text, false) }
+
+// parseTemplate compiles text; withSecret allows {secret}, which only a
+// signature message may hold.
+func parseTemplate(text string, withSecret bool) (*Template, error) {
 	t := &Template{text: text}
 	var lit strings.Builder
 	flush := func() {
@@ -122,18 +128,29 @@ func ParseTemplate(text string) (*Template, error) {
 				return nil, errors.New("unclosed {")
 			}
 			ref := text[i+1 : i+end]
+			flush()
+			i += end
+			if ref == "secret" && withSecret {
+				t.parts = append(t.parts, templatePart{secret: true})
+				continue
+			}
 			src, name, ok := strings.Cut(ref, ".")
 			switch Source(src) {
-			case FromForm, FromQuery, FromHeader, FromBody:
+			case FromForm, FromQuery, FromHeader, FromBody, FromRequest:
 			default:
 				ok = false
 			}
 			if !ok || name == "" {
-				return nil, fmt.Errorf("{%s}: want {form.NAME}, {query.NAME}, {header.NAME} or {body.PATH}", ref)
+				want := "{form.NAME}, {query.NAME}, {request.NAME}, {header.NAME} or {body.PATH}"
+				if withSecret {
+					want += ", or {secret}"
+				}
+				return nil, fmt.Errorf("{%s}: want %s", ref, want)
 			}
-			flush()
+			if Source(src) == FromHeader {
+				name = http.CanonicalHeaderKey(name)
+			}
 			t.parts = append(t.parts, templatePart{src: Source(src), name: name})
-			i += end
 		case c == '}':
 			return nil, errors.New("unopened }: write }} for a literal brace")
 		default:
