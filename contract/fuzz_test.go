@@ -75,6 +75,10 @@ func seedsFor(name string) []seed {
 			seed{[]byte(senderYAML("key: [{query: id}, {form: InvId}]", `signature: {scheme: hmac-sha256, header: X-Sig, encoding: base64, prefix: "v=", secret_file: testdata/secrets/generic}`))},
 			seed{[]byte("max_body: 1MiB\ndefaults: {ttl: 1h, lease: 5s, duplicate: \"200\", final_statuses: \"2xx,409\"}\nsenders: []\n")},
 			seed{[]byte("senders:\n  - name: [\n")},
+			seed{[]byte(senderYAML("preset: robokassa", "signature: {secret_file: testdata/secrets/generic, algorithm: sha256}"))},
+			seed{[]byte(senderYAML("preset: yookassa", "signature: {allow: [10.0.0.0/8, '::1', bad]}"))},
+			seed{[]byte(senderYAML("key: [{request: id}]", `signature: {scheme: digest, algorithm: sha1, encoding: hex-upper, message: {parts: ["{request.a}", "{secret}"], fields: {source: body, exclude: [s], add: {P: "{secret}"}, format: "{k}:{v};"}, join: "|"}, from: [{body: s}], secret_file: testdata/secrets/generic}`))},
+			seed{[]byte(senderYAML("key: [{form: id}]", `signature: {scheme: token, from: [{form: "auth[application_token]"}], secret_file: testdata/secrets/generic}`))},
 		)
 	case "FuzzKey":
 		return []seed{
@@ -140,12 +144,16 @@ func seedsFor(name string) []seed {
 			{hex.EncodeToString(mac([]byte(fuzzSecrets["generic"]), `{"id":7}`)), []byte(`{"id":7}`)},
 		}
 	}
+	if more, ok := genericSeeds[name]; ok {
+		return more()
+	}
 	panic("no seeds for " + name)
 }
 
 var fuzzTargets = []string{
 	"FuzzParse", "FuzzKey", "FuzzStripeSignature", "FuzzGitHubSignature", "FuzzShopifySignature",
 	"FuzzStandardWebhooksSignature", "FuzzSlackSignature", "FuzzHMACSignature",
+	"FuzzFieldsSignature", "FuzzBodySignature",
 }
 
 // encodeSeed writes one corpus entry in the `go test fuzz v1` format.
@@ -263,9 +271,15 @@ func FuzzKey(f *testing.F) {
 // is not a SignatureError or quotes a secret.
 func verdict(t *testing.T, s *contract.Sender, h http.Header, body []byte, now time.Time, signedByUs func() bool) {
 	t.Helper()
-	err := s.Verify(sigRequest(h, body), now)
+	verdictOn(t, s, sigRequest(h, body), now, signedByUs)
+}
+
+// verdictOn is verdict for a whole delivery.
+func verdictOn(t *testing.T, s *contract.Sender, req *contract.Request, now time.Time, signedByUs func() bool) {
+	t.Helper()
+	err := s.Verify(req, now)
 	if err == nil && !signedByUs() {
-		t.Fatalf("accepted a forgery: headers %q body %q", h, body)
+		t.Fatalf("%s accepted a forgery: query %q headers %q body %q", s.Preset, req.RawQuery, req.Header, req.Body)
 	}
 	if err != nil {
 		var se *contract.SignatureError
