@@ -31,8 +31,7 @@ type providerStats struct {
 	payments      int
 	notifications int
 	deliveries    int
-	succeeded     int // deliveries whose answer the provider took as success
-	replayed      int // of those and the others: answers hookonce replayed
+	replayed      int // answers hookonce replayed
 	gaveUp        int // notifications never answered with success
 	answers       map[string]int
 }
@@ -150,9 +149,6 @@ func bitrixStorm(args []string) error {
 		st := stats[pr]
 		st.deliveries++
 		st.answers[outcome]++
-		if ok {
-			st.succeeded++
-		}
 		if replayed {
 			st.replayed++
 		}
