@@ -291,8 +291,8 @@ func printBitrix(w io.Writer, label string, chosen []provider, stats map[string]
 		if label != "" {
 			s += " setup=" + label
 		}
-		results = append(results, fmt.Sprintf("%s provider=%s payments=%d sent=%d once=%d doubles=%d lost=%d applications=%d runs=%d failed_runs=%d rejected_runs=%d deliveries=%d replayed=%d gave_up=%d",
-			s, name, rep.Payments, st.payments, rep.AppliedOnce, rep.AppliedMore, rep.Never, rep.Applications, runs,
+		results = append(results, fmt.Sprintf("%s provider=%s payments=%d sent=%d notifications=%d once=%d doubles=%d lost=%d applications=%d runs=%d failed_runs=%d rejected_runs=%d deliveries=%d replayed=%d gave_up=%d",
+			s, name, rep.Payments, st.payments, st.notifications, rep.AppliedOnce, rep.AppliedMore, rep.Never, rep.Applications, runs,
 			rep.Runs["failed"], rep.Runs["rejected"]+rep.Runs["not_found"], st.deliveries, st.replayed, st.gaveUp))
 	}
 	for _, pr := range chosen {
@@ -308,6 +308,7 @@ func printBitrix(w io.Writer, label string, chosen []provider, stats map[string]
 			total.Runs[k] += n
 		}
 		tst.payments += st.payments
+		tst.notifications += st.notifications
 		tst.deliveries += st.deliveries
 		tst.replayed += st.replayed
 		tst.gaveUp += st.gaveUp
