@@ -78,7 +78,15 @@ func parseConfig(t *testing.T, name string, data []byte) *contract.Contract {
 	return c
 }
 
+// bitrixDispatcher is the one URL a 1C-Bitrix shop's payment providers notify.
+const bitrixDispatcher = "/bitrix/tools/sale_ps_result.php"
+
 func TestShippedConfigsAreValid(t *testing.T) {
+	// The Bitrix demo's senders read their secrets from the environment,
+	// as deploy/demo/bitrix.sh exports them.
+	for _, v := range []string{"ROBOKASSA_PASSWORD2", "TBANK_PASSWORD", "CLOUDPAYMENTS_API_SECRET", "RBS_CALLBACK_TOKEN", "BITRIX24_APP_TOKEN"} {
+		t.Setenv(v, "demo-"+strings.ToLower(v))
+	}
 	cases := []struct {
 		name    string
 		data    func(t *testing.T) []byte
@@ -88,6 +96,9 @@ func TestShippedConfigsAreValid(t *testing.T) {
 			[]string{"payments=/webhooks/payment"}},
 		{"demo/hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "demo/hookonce.yaml") },
 			[]string{"payments=/webhooks/payment"}},
+		{"demo/bitrix-hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "demo/bitrix-hookonce.yaml") },
+			[]string{"robokassa=" + bitrixDispatcher, "yookassa=" + bitrixDispatcher, "tbank=" + bitrixDispatcher,
+				"cloudpayments=" + bitrixDispatcher, "rbs=" + bitrixDispatcher, "bitrix24=" + bitrixDispatcher}},
 		{"kubernetes/configmap.yaml#hookonce.yaml", configMapConfig,
 			[]string{"stripe=/bitrix/tools/stripe.php", "payments=/webhooks/payment"}},
 	}

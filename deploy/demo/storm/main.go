@@ -4,6 +4,9 @@
 // (later redeliveries). It is bounded in deliveries and in time.
 //
 //	storm fire --target URL [--events 20 --copies 4 --repeats 2 --concurrency 2 --deadline 60s]
+//	storm bitrix --target URL [--site URL --payments 6 --copies 3 --attempts 10 …]
+//	                        signed payment notifications from several providers
+//	                        on the demo Bitrix site's dispatcher (see bitrix.go)
 //	storm freeport          print a free 127.0.0.1 port
 //	storm wait URL [--timeout 20s]   wait until URL answers any HTTP status
 package main
@@ -25,13 +28,15 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: storm fire|freeport|wait …")
+		fmt.Fprintln(os.Stderr, "usage: storm fire|bitrix|freeport|wait …")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "fire":
 		err = fire(os.Args[2:])
+	case "bitrix":
+		err = bitrixStorm(os.Args[2:])
 	case "freeport":
 		err = freePort()
 	case "wait":
