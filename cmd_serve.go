@@ -150,7 +150,8 @@ func serve(c *cli.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	p, err := proxy.New(proxy.Options{Upstream: sc.upstream, Contract: sc.contract, Store: store, Logger: log, Registerer: reg})
+	p, err := proxy.New(proxy.Options{Upstream: sc.upstream, Contract: sc.contract, Store: store, Logger: log, Registerer: reg,
+		Failpoint: failpoint(os.Getenv("HOOKONCE_TEST_FAILPOINT"))})
 	if err != nil {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
@@ -270,6 +271,22 @@ func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
 		}
 		if total > 0 {
 			log.Info("purged expired records", "records", total)
+		}
+	}
+}
+
+// failpoint returns, for HOOKONCE_TEST_FAILPOINT=claimed|answered, a hook
+// that announces the point on stderr and then blocks the delivery for
+// good, so a fault test can kill -9 the process exactly there; nil
+// otherwise. It is a test seam: never set it in production.
+func failpoint(name string) func(string) {
+	if name == "" {
+		return nil
+	}
+	return func(point string) {
+		if point == name {
+			fmt.Fprintf(os.Stderr, "hookonce: failpoint %s reached\n", point)
+			select {}
 		}
 	}
 }

@@ -48,6 +48,11 @@ type Options struct {
 	Now func() time.Time
 	// HitFlushInterval is how often replay counts are written; 0 means 1s.
 	HitFlushInterval time.Duration
+	// Failpoint, when set, is called at named points of a forward
+	// ("claimed": the claim is taken, the site not yet called; "answered":
+	// the site answered, the outcome not yet stored), for fault tests that
+	// kill the process exactly there. nil in production.
+	Failpoint func(point string)
 }
 
 // Proxy is the sidecar's request handler.
@@ -60,6 +65,7 @@ type Proxy struct {
 	pass     *httputil.ReverseProxy
 	capt     *httputil.ReverseProxy
 	hits     *hitCounter
+	failAt   func(point string)
 	waiters  waiters
 	held     atomic.Int64 // requests on senders' paths being handled (max_inflight)
 
@@ -80,7 +86,10 @@ func New(o Options) (*Proxy, error) {
 	if o.Contract == nil || o.Store == nil {
 		return nil, errors.New("new proxy: contract and store are required")
 	}
-	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer)}
+	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint}
+	if p.failAt == nil {
+		p.failAt = func(string) {}
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -565,9 +574,11 @@ func (d *delivery) forwardClaimed() {
 	// answer may take as long as the lease allows (trap 6).
 	beat := d.heartbeat()
 	defer beat.stop()
+	p.failAt("claimed")
 	began := time.Now()
 	p.capt.ServeHTTP(c, out)
 	d.upstreamTime = time.Since(began)
+	p.failAt("answered")
 	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
 	d.upstreamStatus = c.status
 
