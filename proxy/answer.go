@@ -125,6 +125,10 @@ func answerUpstreamError(w http.ResponseWriter, status int, detail string) {
 	problem(w, status, http.StatusText(status), detail)
 }
 
+// answerCut ends an answer that was being streamed when the site's side
+// broke: the sender must see it cut short, never complete.
+func answerCut() { panic(http.ErrAbortHandler) }
+
 // replay writes a stored answer, or the sender's fixed duplicate status.
 func replay(w http.ResponseWriter, s *contract.Sender, resp *dedupe.Response) {
 	h := w.Header()
@@ -146,8 +150,12 @@ func replay(w http.ResponseWriter, s *contract.Sender, resp *dedupe.Response) {
 	_, _ = w.Write(body)
 }
 
-// writeCaptured passes the site's answer on as it came.
+// writeCaptured passes the site's answer on as it came (a streamed one is
+// already on its way).
 func writeCaptured(w http.ResponseWriter, c *capture) {
+	if c.streamed() {
+		return
+	}
 	h := w.Header()
 	for k, vs := range c.header {
 		h[k] = vs
@@ -178,13 +186,7 @@ func storable(s *contract.Sender, c *capture) dedupe.Response {
 		}
 		h[k] = append([]string(nil), vs...)
 	}
-	body := c.body.Bytes()
-	resp := dedupe.Response{Status: c.status, Header: h}
-	if int64(len(body)) > s.MaxStoredBody {
-		resp.Body = append([]byte(nil), body[:s.MaxStoredBody]...)
-		resp.Truncated = true
-	} else {
-		resp.Body = append([]byte(nil), body...)
-	}
-	return resp
+	// The capture held at most max_stored_body; a longer answer was
+	// streamed on and is stored truncated.
+	return dedupe.Response{Status: c.status, Header: h, Body: append([]byte(nil), c.body.Bytes()...), Truncated: c.streamed()}
 }

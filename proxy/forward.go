@@ -19,12 +19,20 @@ import (
 )
 
 // capture is the http.ResponseWriter the forwarding ReverseProxy writes
-// into: the site's whole answer is held so it can be stored before the
-// sender sees it.
+// into: the site's answer is held so it can be judged and stored before
+// the sender sees it. At most limit bytes are held: a longer answer is
+// streamed on to the sender from that point (what is held is stored,
+// marked truncated), so one webhook never holds more than max_stored_body
+// of the site's answer in memory.
 type capture struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	limit  int64
+	out    http.ResponseWriter // the sender, once the answer overflows limit
+	// overflowed: the answer passed limit; the sender has had the headers
+	// and everything since.
+	overflowed bool
 
 	mu  sync.Mutex // guards err: set from the proxy's error handler and body reads
 	err error      // transport error, or a read error on the site's body
@@ -48,7 +56,10 @@ func (c *capture) trace() *httptrace.ClientTrace {
 
 func (c *capture) sent() bool { return c.wrote.Load() }
 
-func newCapture() *capture { return &capture{header: http.Header{}} }
+// newCapture holds up to limit bytes of the answer, then streams to w.
+func newCapture(w http.ResponseWriter, limit int64) *capture {
+	return &capture{header: http.Header{}, limit: limit, out: w}
+}
 
 func (c *capture) Header() http.Header { return c.header }
 
@@ -61,11 +72,33 @@ func (c *capture) WriteHeader(code int) {
 	}
 }
 
+// streamed reports whether the answer overflowed limit and went to the
+// sender as it came: nothing more is to be written to the sender.
+func (c *capture) streamed() bool { return c.overflowed }
+
 func (c *capture) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	return c.body.Write(p)
+	if c.overflowed {
+		return c.out.Write(p)
+	}
+	if room := c.limit - int64(c.body.Len()); int64(len(p)) <= room {
+		return c.body.Write(p)
+	}
+	// Over the limit: the sender gets the site's headers, what is held
+	// and the rest as it comes; only the held part is kept.
+	c.overflowed = true
+	h := c.out.Header()
+	for k, vs := range c.header {
+		h[k] = vs
+	}
+	c.out.WriteHeader(c.status)
+	if _, err := c.out.Write(c.body.Bytes()); err != nil {
+		return 0, err
+	}
+	c.body.Write(p[:c.limit-int64(c.body.Len())])
+	return c.out.Write(p)
 }
 
 func (c *capture) setErr(err error) {

@@ -74,33 +74,56 @@ func (h *hitCounter) close() {
 }
 
 // waiters wakes deliveries waiting on a key that this process completes or
-// releases, so they do not wait for their next poll.
+// releases, so they do not wait for their next poll. An entry lives while
+// someone waits on it: a key finished by another replica is forgotten when
+// its last local waiter leaves.
 type waiters struct {
-	mu sync.Mutex // guards chans
-	ch map[[2]string]chan struct{}
+	mu sync.Mutex // guards m
+	m  map[[2]string]*waitEntry
 }
 
-func (w *waiters) watch(sender, key string) <-chan struct{} {
+type waitEntry struct {
+	ch chan struct{} // closed by fire
+	n  int           // waiters holding the entry
+}
+
+// watch returns a channel closed when this process finishes the key, and
+// leave, which the waiter must call when it stops waiting.
+func (w *waiters) watch(sender, key string) (ch <-chan struct{}, leave func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = map[[2]string]chan struct{}{}
+	if w.m == nil {
+		w.m = map[[2]string]*waitEntry{}
 	}
 	k := [2]string{sender, key}
-	c, ok := w.ch[k]
-	if !ok {
-		c = make(chan struct{})
-		w.ch[k] = c
+	e := w.m[k]
+	if e == nil {
+		e = &waitEntry{ch: make(chan struct{})}
+		w.m[k] = e
 	}
-	return c
+	e.n++
+	return e.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if e.n--; e.n == 0 && w.m[k] == e {
+			delete(w.m, k)
+		}
+	}
 }
 
 func (w *waiters) fire(sender, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := [2]string{sender, key}
-	if c, ok := w.ch[k]; ok {
-		close(c)
-		delete(w.ch, k)
+	if e, ok := w.m[k]; ok {
+		close(e.ch)
+		delete(w.m, k)
 	}
+}
+
+// len is how many keys are being waited on.
+func (w *waiters) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m)
 }

@@ -114,6 +114,11 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
+// Waiting is how many keys deliveries of this process are waiting on
+// (in_progress: wait); it returns to zero when no delivery waits, whoever
+// finished the keys.
+func (p *Proxy) Waiting() int { return p.waiters.len() }
+
 // SetContract swaps in new sender rules for requests that start after it.
 func (p *Proxy) SetContract(c *contract.Contract) { p.contract.Store(c) }
 
@@ -266,9 +271,15 @@ func (d *delivery) serve() {
 	// sender is chosen: senders on one path may be told apart by it.
 	var body []byte
 	var err error = &http.MaxBytesError{Limit: maxBody}
-	if r.ContentLength <= maxBody {
-		// One byte past the limit tells "too large" and keeps every byte
-		// read, so shadow mode can hand the body on exactly.
+	switch {
+	case r.ContentLength > maxBody:
+	case r.ContentLength >= 0:
+		// A declared length is read into exactly that much memory.
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	default:
+		// Chunked: one byte past the limit tells "too large" and keeps
+		// every byte read, so shadow mode can hand the body on exactly.
 		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err == nil && int64(len(body)) > maxBody {
 			err = &http.MaxBytesError{Limit: maxBody}
@@ -482,7 +493,8 @@ func (d *delivery) wait(deadline time.Time) bool {
 	}
 	ctx, cancel := context.WithTimeout(d.r.Context(), poll)
 	defer cancel()
-	local := d.p.waiters.watch(d.s.Name, d.key)
+	local, leave := d.p.waiters.watch(d.s.Name, d.key)
+	defer leave()
 	if n, ok := d.p.store.(dedupe.Notifier); ok {
 		go func() {
 			_ = n.WaitChange(ctx, d.s.Name, d.key)
@@ -556,7 +568,7 @@ func (d *delivery) forwardClaimed() {
 	// that is mid-handler.
 	ctx, cancel := context.WithTimeout(p.abortCtx, s.UpstreamTimeout)
 	defer cancel()
-	c := newCapture()
+	c := newCapture(d.w, s.MaxStoredBody)
 	if s.ForwardKeyHeader != "" {
 		// Set in Rewrite, after hop-by-hop headers are removed, so a
 		// sender's "Connection: Idempotency-Key" cannot strip it.
@@ -624,6 +636,9 @@ func (d *delivery) forwardClaimed() {
 			d.release("ambiguous outcome")
 		}
 		d.done(OutcomeAmbiguous, status, "err", err.Error(), "claim", s.Ambiguous)
+		if c.streamed() {
+			answerCut()
+		}
 		if out == abortedAtSite {
 			retryAfter(d.w, 5*time.Second)
 		}

@@ -47,6 +47,12 @@ func RunTwoReplicas(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 	}
 	close(start)
 	wg.Wait()
+	// Waiters of keys the other replica finished are gone too.
+	for i, r := range replicas {
+		if n := r.Proxy.Waiting(); n != 0 {
+			t.Errorf("replica %d still holds %d waited-on keys after every delivery ended", i, n)
+		}
+	}
 	for e := range events {
 		id := fmt.Sprintf("two-replicas-%d", e)
 		if n := site.Executions(id); n != 1 {

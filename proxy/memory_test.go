@@ -1,0 +1,222 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+// rss reads this process's resident set size from /proc.
+func rss(t *testing.T) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// peakRSS samples RSS (from /proc) and the Go heap in use every few
+// milliseconds until stop is called, and returns the highest growth of
+// each over its starting value.
+func peakRSS(t *testing.T) (stop func() (rssGrowth, heapGrowth int64)) {
+	t.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapInuse)
+	}
+	base, baseHeap := rss(t), heap()
+	var peak, peakHeap atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if r := rss(t) - base; r > peak.Load() {
+				peak.Store(r)
+			}
+			if h := heap() - baseHeap; h > peakHeap.Load() {
+				peakHeap.Store(h)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() (int64, int64) { close(done); wg.Wait(); return peak.Load(), peakHeap.Load() }
+}
+
+// rssBound is a generous RSS bound, several times looser under the race
+// detector.
+func rssBound(b int64) int64 {
+	if raceEnabled {
+		return 4 * b
+	}
+	return b
+}
+
+// A site streaming a huge answer to a webhook is passed on as it comes;
+// hookonce holds max_stored_body of it and stores that, truncated.
+func TestHugeAnswerIsStreamedNotHeld(t *testing.T) {
+	const size = 100 << 20
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = byte('a' + i%26)
+	}
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	store := newStore(t)
+	px := proxytest.Start(t, store, site.URL, shopConfig+"    max_stored_body: 64KiB\n")
+	want := sha256.New()
+	for sent := 0; sent < size; sent += len(chunk) {
+		want.Write(chunk)
+	}
+	stop := peakRSS(t)
+	resp, err := http.Post(px.URL+"/hooks/shop", "application/json", strings.NewReader(`{"id":"huge"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sha256.New()
+	n, err := io.Copy(got, resp.Body)
+	resp.Body.Close()
+	grew, heap := stop()
+	if err != nil || n != size || string(got.Sum(nil)) != string(want.Sum(nil)) {
+		t.Fatalf("sender got %d bytes (err %v), want the site's %d, intact", n, err, size)
+	}
+	t.Logf("RSS grew by at most %d MiB (Go heap %d MiB) while passing on a %d MiB answer", grew>>20, heap>>20, size>>20)
+	if grew > rssBound(48<<20) || heap > 32<<20 {
+		t.Errorf("RSS grew by %d MiB, heap by %d MiB: the answer was held, not streamed", grew>>20, heap>>20)
+	}
+	rec, err := get(t, store, "shop", "huge")
+	if err != nil || rec.Response == nil || !rec.Response.Truncated || len(rec.Response.Body) != 64<<10 {
+		t.Fatalf("stored: %+v %v, want done, truncated to 64KiB", rec.Response, err)
+	}
+	r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"huge"}`)
+	if !r.Replayed() || r.Status != 200 || len(r.Body) != 0 || site.Executions("huge") != 1 {
+		t.Fatalf("replay: %d replayed=%v body %d, executions %d", r.Status, r.Replayed(), len(r.Body), site.Executions("huge"))
+	}
+}
+
+// Senders that send a large body and then hold the connection cannot pin
+// more memory than max_inflight × max_body: the rest are refused at once.
+func TestSlowLargeSendersAreBounded(t *testing.T) {
+	const senders, bodySize, limit = 300, 1<<20 - 1, 64
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, newStore(t), site.URL, fmt.Sprintf(`
+max_inflight: %d
+max_body: 1MiB
+body_timeout: 10s
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`, limit))
+	addr := strings.TrimPrefix(px.URL, "http://")
+	body := make([]byte, bodySize-1) // every byte but the last
+	for i := range body {
+		body[i] = 'x'
+	}
+	stop := peakRSS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	held := make(chan net.Conn, senders)
+	for i := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(conn, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nX-Event-Id: slow%d\r\nContent-Length: %d\r\n\r\n", i, bodySize)
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write(body); err != nil {
+				conn.Close()
+				refused.Add(1) // answered and closed before the body was in
+				return
+			}
+			// Held requests get no answer until the last byte; refused
+			// ones have their 503 waiting.
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+				conn.Close()
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					refused.Add(1)
+				}
+				return
+			}
+			held <- conn
+		}()
+	}
+	wg.Wait()
+	inflight := gaugeValue(t, px, "hookonce_inflight")
+	grew, heap := stop()
+	close(held)
+	n := 0
+	for c := range held {
+		n++
+		c.Close()
+	}
+	t.Logf("%d senders: %d held (hookonce_inflight %v), %d refused; RSS grew by at most %d MiB, Go heap by %d MiB",
+		senders, n, inflight, refused.Load(), grew>>20, heap>>20)
+	if inflight > limit || n > limit {
+		t.Errorf("%v requests held at once (%d by the senders' count), max_inflight is %d", inflight, n, limit)
+	}
+	// 64 × 1 MiB held, plus the test's own buffers and the senders' sockets.
+	if grew > rssBound(160<<20) || heap > 112<<20 {
+		t.Errorf("RSS grew by %d MiB, heap by %d MiB with max_inflight %d × max_body 1MiB", grew>>20, heap>>20, limit)
+	}
+	if site.Total() != 0 {
+		t.Errorf("the site was called %d times for incomplete bodies", site.Total())
+	}
+}
+
+func gaugeValue(t *testing.T, px *proxytest.Instance, name string) float64 {
+	t.Helper()
+	mfs, err := px.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return 0
+}
