@@ -15,6 +15,7 @@ func TestImportRules(t *testing.T) {
 		"dedupe/sqlite":   {"contract", "proxy", "admin", "dedupe/postgres", "dedupe/redis"},
 		"dedupe/postgres": {"contract", "proxy", "admin", "dedupe/sqlite", "dedupe/redis"},
 		"dedupe/redis":    {"contract", "proxy", "admin", "dedupe/sqlite", "dedupe/postgres"},
+		"dedupe/cache":    {"contract", "proxy", "admin", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"proxy":           {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"admin":           {"proxy", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"probe":           {"proxy", "admin", "dedupe", "contract"},

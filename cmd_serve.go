@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -55,6 +56,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKONCE_LISTEN"}, Usage: "address senders reach (default " + contract.DefaultListen + ")"},
 			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "sender rules (YAML); without it every request passes through"},
 			storeFlag(),
+			&cli.IntFlag{Name: "replay-cache-size", Value: cache.DefaultSize, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_SIZE"}, Usage: "done records kept in memory to answer repeats without a store call (0 disables)"},
+			&cli.DurationFlag{Name: "replay-cache-ttl", Value: cache.DefaultTTL, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_TTL"}, Usage: "how long a cached record answers before the store is asked again (an operator's delete on another replica is seen after it)"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKONCE_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, how long deliveries at the site may finish before they are aborted and their claims released"},
 		}, append(adminFlags(), logFlags()...)...),
 		Action: serve,
@@ -146,6 +149,12 @@ func serve(c *cli.Context) error {
 		if err := m.Migrate(ctx); err != nil {
 			return cli.Exit("migrate store: "+err.Error(), exitRuntime)
 		}
+	}
+
+	// Repeats of finished events are answered from memory; the admin API
+	// goes through the same cache, so its deletes evict at once.
+	if size := c.Int("replay-cache-size"); size != 0 {
+		store = cache.New(store, cache.Options{Size: size, TTL: c.Duration("replay-cache-ttl")})
 	}
 
 	reg := prometheus.NewRegistry()

@@ -1,0 +1,185 @@
+// Package cache answers repeats of finished events from memory: a
+// dedupe.Store decorator that keeps recently seen done records, so a
+// duplicate delivery costs no store round trip.
+//
+// A done record never changes until it expires or an operator removes it,
+// so serving it from memory is safe for as long as no removal is missed.
+// Removals through this process (Release, Forget, Purge, Hold) evict at
+// once; a removal by another replica is seen when the entry's TTL ends,
+// which is why the TTL is short. The package imports only dedupe.
+package cache
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// Defaults for Options' zero values.
+const (
+	DefaultSize = 10000
+	DefaultTTL  = 5 * time.Second
+)
+
+// Options size the cache. Zero values take the defaults; a negative Size
+// disables caching (every call goes to the store).
+type Options struct {
+	Size int           // entries kept at most, least recently used dropped first
+	TTL  time.Duration // how long an entry answers before the store is asked again
+	Now  func() time.Time
+}
+
+// Store is a dedupe.Store whose Claim answers Duplicate and Conflicting
+// from memory for done records it has seen recently.
+type Store struct {
+	dedupe.Store
+	size int
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu      sync.Mutex // guards entries and lru
+	entries map[[2]string]*list.Element
+	lru     *list.List // of *entry, most recent at the front
+}
+
+type entry struct {
+	k       [2]string
+	rec     dedupe.Record // done, with its response
+	fresher time.Time     // answers from memory until then
+}
+
+// New wraps s. The result also implements dedupe.Notifier when s does.
+func New(s dedupe.Store, o Options) dedupe.Store {
+	c := &Store{Store: s, size: o.Size, ttl: o.TTL, now: o.Now,
+		entries: map[[2]string]*list.Element{}, lru: list.New()}
+	if c.size == 0 {
+		c.size = DefaultSize
+	}
+	if c.ttl <= 0 {
+		c.ttl = DefaultTTL
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if n, ok := s.(dedupe.Notifier); ok {
+		return &notifying{Store: c, n: n}
+	}
+	return c
+}
+
+// notifying keeps the wrapped store's Notifier visible.
+type notifying struct {
+	*Store
+	n dedupe.Notifier
+}
+
+func (n *notifying) WaitChange(ctx context.Context, sender, key string) error {
+	return n.n.WaitChange(ctx, sender, key)
+}
+
+// Unwrap returns the wrapped store, for callers that need its own
+// interfaces (migrations).
+func (c *Store) Unwrap() dedupe.Store { return c.Store }
+
+// Claim answers Duplicate from memory when the key is a recently seen done
+// record with the same payload hash. Anything else asks the store (a
+// conflict, rare, needs the stored request body for its changed paths).
+func (c *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	if rec, ok := c.get(req.Sender, req.Key); ok && rec.PayloadHash == req.PayloadHash {
+		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
+	}
+	res, err := c.Store.Claim(ctx, req)
+	if err == nil && res.Outcome == dedupe.Duplicate && res.Record.State == dedupe.StateDone {
+		c.put(res.Record)
+	}
+	return res, err
+}
+
+func (c *Store) Release(ctx context.Context, sender, key, owner string) error {
+	c.evict(sender, key)
+	return c.Store.Release(ctx, sender, key, owner)
+}
+
+func (c *Store) Hold(ctx context.Context, sender, key, owner string) error {
+	c.evict(sender, key)
+	return c.Store.Hold(ctx, sender, key, owner)
+}
+
+func (c *Store) Forget(ctx context.Context, sender, key string) error {
+	c.evict(sender, key)
+	return c.Store.Forget(ctx, sender, key)
+}
+
+// Purge empties the cache: which records went is not known here.
+func (c *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	n, err := c.Store.Purge(ctx, req)
+	c.mu.Lock()
+	c.entries = map[[2]string]*list.Element{}
+	c.lru.Init()
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *Store) get(sender, key string) (dedupe.Record, bool) {
+	if c.size < 0 {
+		return dedupe.Record{}, false
+	}
+	k := [2]string{sender, key}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[k]
+	if !ok {
+		return dedupe.Record{}, false
+	}
+	e := el.Value.(*entry)
+	if now.After(e.fresher) || !now.Before(e.rec.ExpiresAt) {
+		c.lru.Remove(el)
+		delete(c.entries, k)
+		return dedupe.Record{}, false
+	}
+	c.lru.MoveToFront(el)
+	return e.rec, true
+}
+
+func (c *Store) put(rec dedupe.Record) {
+	if c.size < 0 || rec.Response == nil {
+		return
+	}
+	rec.RequestBody = nil // not needed to replay
+	k := [2]string{rec.Sender, rec.Key}
+	e := &entry{k: k, rec: rec, fresher: c.now().Add(c.ttl)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok {
+		el.Value = e
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.entries[k] = c.lru.PushFront(e)
+	for c.lru.Len() > c.size {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.entries, old.Value.(*entry).k)
+	}
+}
+
+func (c *Store) evict(sender, key string) {
+	k := [2]string{sender, key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok {
+		c.lru.Remove(el)
+		delete(c.entries, k)
+	}
+}
+
+// Len is how many records the cache holds.
+func (c *Store) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
