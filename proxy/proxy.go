@@ -403,8 +403,9 @@ func (d *delivery) decide() {
 	d.claimLoop()
 }
 
-// claimLoop runs rows 4 to 9 of the decision table; a delivery waiting on
-// another one comes back here when that one finishes.
+// claimLoop runs rows 4 to 9 of the decision table (decideClaim judges,
+// this acts); a delivery waiting on another one comes back here when that
+// one finishes.
 func (d *delivery) claimLoop() {
 	s, w := d.s, d.w
 	deadline := time.Now().Add(s.WaitTimeout)
@@ -423,60 +424,47 @@ func (d *delivery) claimLoop() {
 			d.storeDown(err)
 			return
 		}
+		dec := decideClaim(s, res, time.Now().Before(deadline))
+		var attrs []any
 		switch res.Outcome {
-		case dedupe.Claimed, dedupe.TakenOver:
+		case dedupe.Conflicting:
+			attrs = []any{"stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash}
+		case dedupe.Held:
+			attrs = []any{"state", "unknown"}
+		}
+		if dec.record {
+			d.recordConflict(res.Record)
+		}
+		switch dec.act {
+		case actForward:
 			d.takeover = res.Outcome == dedupe.TakenOver
 			d.forwardClaimed()
-			return
-		case dedupe.Duplicate:
-			if s.Shadow() {
-				d.done(OutcomeDuplicate, 0)
-				d.forwardPlain()
-				return
-			}
+		case actPlain:
+			d.done(dec.outcome, 0, attrs...)
+			d.forwardPlain()
+		case actReplay:
 			d.p.hits.add(s.Name, d.key)
-			status := res.Record.Response.Status
-			if s.DuplicateStatus != 0 {
-				status = s.DuplicateStatus
-			}
-			d.done(OutcomeDuplicate, status)
+			d.done(dec.outcome, dec.status)
 			replay(w, s, res.Record.Response)
-			return
-		case dedupe.Conflicting:
-			d.recordConflict(res.Record)
-			if s.Shadow() {
-				d.done(OutcomeConflict, 0, "stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash)
-				d.forwardPlain()
-				return
-			}
-			d.done(OutcomeConflict, s.ConflictStatus, "stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash)
+		case actConflict:
+			d.done(dec.outcome, dec.status, attrs...)
 			answerConflict(w, s)
-			return
-		case dedupe.Held:
-			if s.Shadow() {
-				d.done(OutcomeInProgress, 0, "state", "unknown")
-				d.forwardPlain()
-				return
-			}
-			d.done(OutcomeInProgress, http.StatusConflict, "state", "unknown")
+		case actHeld:
+			d.done(dec.outcome, dec.status, attrs...)
 			answerHeld(w)
-			return
-		case dedupe.InProgress:
-			if s.Shadow() {
-				d.done(OutcomeInProgress, 0)
-				d.forwardPlain()
-				return
+		case actInProgress:
+			d.done(dec.outcome, dec.status)
+			answerInProgress(w, s)
+		case actWait:
+			if d.wait(deadline) {
+				continue // the first delivery finished or freed its claim: decide again
 			}
-			if s.InProgress == contract.InProgressReject || !d.wait(deadline) {
-				d.done(OutcomeInProgress, http.StatusConflict)
-				answerInProgress(w, s)
-				return
-			}
-			// The first delivery finished or freed its claim: decide again.
+			d.done(OutcomeInProgress, http.StatusConflict)
+			answerInProgress(w, s)
 		default:
 			d.storeDown(fmt.Errorf("claim %s/%s: unexpected outcome %v", s.Name, d.key, res.Outcome))
-			return
 		}
+		return
 	}
 }
 
@@ -594,55 +582,53 @@ func (d *delivery) forwardClaimed() {
 	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
 	d.upstreamStatus = c.status
 
-	success := OutcomeProcessed
-	if d.takeover {
-		success = OutcomeTakeover
-	}
 	err := c.failure()
-	switch out := classify(ctx, p.abortCtx, err, c.sent()); out {
-	case answered:
-		if !s.Final(c.status) {
-			d.release("retryable answer")
-			d.done(OutcomeReleased, c.status)
-		} else if ok, why := s.Succeeded(d.req, c.status, c.body.Bytes()); !ok {
-			// Row 10b: the site answered, but did not apply the delivery.
-			d.release("not a success")
-			d.done(OutcomeNotSuccess, c.status, "reason", why)
-		} else {
-			d.complete(c, beat)
-			d.done(success, c.status)
-		}
+	how := classify(ctx, p.abortCtx, err, c.sent())
+	why := ""
+	dec := decideForward(s, how, c.status, d.takeover, func() bool {
+		ok, reason := s.Succeeded(d.req, c.status, c.body.Bytes())
+		why = reason
+		return ok
+	})
+	switch dec.store {
+	case storeComplete:
+		d.complete(c, beat)
+	case storeHold:
+		d.hold()
+	case storeRelease:
+		d.release(dec.outcome)
+	}
+	var attrs []any
+	switch {
+	case why != "":
+		attrs = []any{"reason", why}
+	case err != nil:
+		attrs = []any{"err", err.Error()}
+	}
+	if dec.reply == replyAmbiguous {
+		attrs = append(attrs, "claim", s.Ambiguous)
+	}
+	d.done(dec.outcome, dec.status, attrs...)
+	switch dec.reply {
+	case replySite:
 		writeCaptured(d.w, c)
-	case unreachable:
-		d.release("site unreachable")
-		d.done(OutcomeReleased, http.StatusBadGateway, "err", err.Error())
-		answerUpstreamError(d.w, http.StatusBadGateway, "the site could not be reached; retry later")
-	case aborted:
-		// Shutting down, and the request never reached the site.
-		d.release("shutdown")
-		d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "shutdown")
+	case replyUnreachable:
+		answerUpstreamError(d.w, dec.status, "the site could not be reached; retry later")
+	case replyShutdown:
 		answerShuttingDown(d.w)
-	case timedOut, broken, abortedAtSite:
-		status, what := http.StatusBadGateway, "the connection to the site broke after the request was sent"
-		switch out {
-		case timedOut:
-			status, what = http.StatusGatewayTimeout, "the site did not answer within upstream_timeout"
-		case abortedAtSite:
-			status, what = http.StatusServiceUnavailable, "hookonce shut down while the site was handling the delivery"
-		}
-		if s.Ambiguous == contract.AmbiguousHold {
-			d.hold()
-		} else {
-			d.release("ambiguous outcome")
-		}
-		d.done(OutcomeAmbiguous, status, "err", err.Error(), "claim", s.Ambiguous)
+	case replyAmbiguous:
 		if c.streamed() {
-			answerCut()
+			answerCut() // the sender has part of an answer: it must see it cut
 		}
-		if out == abortedAtSite {
+		what := "the connection to the site broke after the request was sent"
+		switch how {
+		case timedOut:
+			what = "the site did not answer within upstream_timeout"
+		case abortedAtSite:
+			what = "hookonce shut down while the site was handling the delivery"
 			retryAfter(d.w, 5*time.Second)
 		}
-		answerUpstreamError(d.w, status, what+"; the handler may have run")
+		answerUpstreamError(d.w, dec.status, what+"; the handler may have run")
 	}
 }
 
