@@ -125,6 +125,13 @@ func answerUpstreamError(w http.ResponseWriter, status int, detail string) {
 	problem(w, status, http.StatusText(status), detail)
 }
 
+// answerPassThroughError: a request on no sender's path could not be
+// passed to the site. Bare 502, as a plain reverse proxy answers: this is
+// the site's traffic, not a webhook decision.
+func answerPassThroughError(w http.ResponseWriter) {
+	w.WriteHeader(http.StatusBadGateway)
+}
+
 // answerCut ends an answer that was being streamed when the site's side
 // broke: the sender must see it cut short, never complete.
 func answerCut() { panic(http.ErrAbortHandler) }

@@ -261,7 +261,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 		Transport: t,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			onPassError(r, err)
-			w.WriteHeader(http.StatusBadGateway)
+			answerPassThroughError(w)
 		},
 	}
 	// A webhook forward never goes out on a pooled connection: the site may
