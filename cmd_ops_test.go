@@ -310,7 +310,7 @@ func TestPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 		if done {
-			if err := store.Complete(ctx, "shop", key, "o-"+key, dedupe.Response{Status: 200}); err != nil {
+			if err := store.Complete(ctx, "shop", key, "o-"+key, dedupe.Response{Status: 200}, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "processed"}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -43,7 +43,7 @@ func seed(t *testing.T, s dedupe.Store, sender, key string, status int, body []b
 	}
 	if body != nil {
 		err = s.Complete(ctx, sender, key, "o-"+key, dedupe.Response{Status: status,
-			Header: http.Header{"Content-Type": {"application/json"}, "X-Order": {"42"}}, Body: body})
+			Header: http.Header{"Content-Type": {"application/json"}, "X-Order": {"42"}}, Body: body}, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "processed"})
 		if err != nil {
 			t.Fatal(err)
 		}

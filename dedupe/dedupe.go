@@ -26,7 +26,40 @@ const (
 	// broken connection) and the sender asked to hold such claims
 	// (ambiguous: hold). Only an operator moves it on.
 	StateUnknown State = "unknown"
+	// StateReleased: the site failed (or could not be reached) and the claim
+	// was freed so the sender's retry runs the handler. The record stays, with
+	// its payload hash and attempts, so an operator can see the event was
+	// received and never completed; a later delivery claims it as new, with
+	// any payload.
+	StateReleased State = "released"
 )
+
+// MaxAttempts bounds the attempts a record keeps: the oldest go first.
+const MaxAttempts = 20
+
+// Attempt is one delivery of an event to the site, as the record keeps it.
+type Attempt struct {
+	At       time.Time     // when the delivery was claimed
+	By       string        // AttemptBySender or AttemptByOperator
+	Outcome  string        // the decision: processed, released, not_success, ambiguous, takeover, …
+	Status   int           // the answer's status (the site's, or hookonce's own); 0 when none
+	Duration time.Duration // time at the site
+	Replica  string        // which hookonce instance forwarded it
+}
+
+// Who made an attempt.
+const (
+	AttemptBySender   = "sender"
+	AttemptByOperator = "operator"
+)
+
+// StoredRequest is what is kept of a claimed request, with
+// store_request_body, so an operator can redeliver it.
+type StoredRequest struct {
+	Method string
+	URI    string // the request-target as received: path and query
+	Header http.Header
+}
 
 // Sentinel errors. Backends wrap them; callers use errors.Is.
 var (
@@ -76,6 +109,20 @@ type Record struct {
 	// RequestBody is the claimed request's body, kept only when the sender
 	// sets store_request_body; nil otherwise.
 	RequestBody []byte
+	// Request is the claimed request's method, target and headers, kept
+	// with RequestBody; nil otherwise.
+	Request *StoredRequest
+	// Attempts are the deliveries to the site, oldest first, at most
+	// MaxAttempts (the latest).
+	Attempts []Attempt
+}
+
+// LastAttempt returns the latest attempt, or the zero Attempt.
+func (r Record) LastAttempt() Attempt {
+	if len(r.Attempts) == 0 {
+		return Attempt{}
+	}
+	return r.Attempts[len(r.Attempts)-1]
 }
 
 // Conflict is a delivery that reused a known key with another payload.
@@ -106,6 +153,8 @@ type ClaimRequest struct {
 	TTL time.Duration
 	// RequestBody is kept with the record when non-nil (store_request_body).
 	RequestBody []byte
+	// Request is kept with the record when non-nil (store_request_body).
+	Request *StoredRequest
 }
 
 // Outcome says what a Claim found.
@@ -186,6 +235,8 @@ type PurgeRequest struct {
 type Store interface {
 	// Claim atomically decides one delivery against what is stored:
 	//   - no record, or an expired one          → Claimed (record created, processing)
+	//   - released, any payload hash            → Claimed (record re-owned, processing,
+	//                                             hash and request replaced, attempts kept)
 	//   - other payload hash, any state          → Conflicting (nothing written)
 	//   - done, same hash                        → Duplicate (nothing written)
 	//   - processing, same hash, lease alive     → InProgress (nothing written)
@@ -196,18 +247,19 @@ type Store interface {
 	// free claim.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 
-	// Complete stores the final answer and marks the record done, if owner
-	// still holds the processing claim; otherwise ErrNotOwner and nothing is
-	// written.
-	Complete(ctx context.Context, sender, key, owner string, resp Response) error
+	// Complete stores the final answer, appends att to the attempts and
+	// marks the record done, if owner still holds the processing claim;
+	// otherwise ErrNotOwner and nothing is written.
+	Complete(ctx context.Context, sender, key, owner string, resp Response, att Attempt) error
 
-	// Release frees the claim (the record is removed) if owner still holds
-	// it; otherwise ErrNotOwner.
-	Release(ctx context.Context, sender, key, owner string) error
+	// Release frees the claim if owner still holds it: the record moves to
+	// StateReleased (owner and lease cleared, att appended), so the next
+	// delivery claims it as new; otherwise ErrNotOwner.
+	Release(ctx context.Context, sender, key, owner string, att Attempt) error
 
-	// Hold moves a processing claim that owner holds to StateUnknown;
-	// otherwise ErrNotOwner.
-	Hold(ctx context.Context, sender, key, owner string) error
+	// Hold moves a processing claim that owner holds to StateUnknown,
+	// appending att; otherwise ErrNotOwner.
+	Hold(ctx context.Context, sender, key, owner string, att Attempt) error
 
 	// Renew extends owner's lease to lease from now; ErrNotOwner if it no
 	// longer holds the claim.

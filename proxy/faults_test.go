@@ -306,12 +306,12 @@ type blipStore struct {
 	tries atomic.Int64
 }
 
-func (b *blipStore) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+func (b *blipStore) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
 	b.tries.Add(1)
 	if time.Now().Before(b.until) {
 		return fmt.Errorf("complete: %w", dedupe.ErrUnavailable)
 	}
-	return b.Store.Complete(ctx, sender, key, owner, resp)
+	return b.Store.Complete(ctx, sender, key, owner, resp, att)
 }
 
 // Storing the answer outlasts a store blip of a few seconds: the heartbeat

@@ -19,6 +19,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Options struct {
 	Now func() time.Time
 	// HitFlushInterval is how often replay counts are written; 0 means 1s.
 	HitFlushInterval time.Duration
+	// Replica names this instance in the attempts it records; "" means
+	// the host name and process id.
+	Replica string
 	// Failpoint, when set, is called at named points of a forward
 	// ("claimed": the claim is taken, the site not yet called; "answered":
 	// the site answered, the outcome not yet stored), for fault tests that
@@ -66,6 +70,7 @@ type Proxy struct {
 	capt     *httputil.ReverseProxy
 	hits     *hitCounter
 	failAt   func(point string)
+	replica  string
 	waiters  waiters
 	held     atomic.Int64 // requests on senders' paths being handled (max_inflight)
 
@@ -89,6 +94,11 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint}
 	if p.failAt == nil {
 		p.failAt = func(string) {}
+	}
+	p.replica = o.Replica
+	if p.replica == "" {
+		host, _ := os.Hostname()
+		p.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -174,7 +184,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer p.held.Add(-1)
 	p.m.inflight.Inc()
 	defer p.m.inflight.Dec()
-	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log}
+	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
 	if !rt.AcceptsMethod(r.Method) {
 		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
 		return
@@ -218,6 +228,7 @@ type delivery struct {
 
 	upstreamStatus int
 	upstreamTime   time.Duration
+	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
 }
 
 // done counts and logs the decision: one line per delivery, never a body,
@@ -413,7 +424,10 @@ func (d *delivery) claimLoop() {
 		d.owner = newOwner()
 		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
 		if s.StoreRequestBody {
+			// Kept for conflict diffs and operator redelivery: the site
+			// may check the signature headers, so they are kept too.
 			req.RequestBody = d.body
+			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
 		}
 		var res dedupe.ClaimResult
 		err := d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
@@ -542,7 +556,7 @@ func (d *delivery) forwardClaimed() {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		d.release("shutdown")
+		d.release(d.attempt(OutcomeReleased, http.StatusServiceUnavailable))
 		d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "shutdown")
 		answerShuttingDown(d.w)
 		return
@@ -590,13 +604,14 @@ func (d *delivery) forwardClaimed() {
 		why = reason
 		return ok
 	})
+	att := d.attempt(dec.outcome, dec.status)
 	switch dec.store {
 	case storeComplete:
-		d.complete(c, beat)
+		d.complete(c, beat, att)
 	case storeHold:
-		d.hold()
+		d.hold(att)
 	case storeRelease:
-		d.release(dec.outcome)
+		d.release(att)
 	}
 	var attrs []any
 	switch {
@@ -685,12 +700,12 @@ func (d *delivery) heartbeat() *beat {
 // long as the lease is surely ours (the heartbeat keeps renewing it), so a
 // store blip of a few seconds loses no answer. Past that, a retry after
 // the lease would run the handler again: logged and counted.
-func (d *delivery) complete(c *capture, b *beat) {
+func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) {
 	resp := storable(d.s, c)
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
-			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp)
+			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp, att)
 		})
 		if err == nil {
 			return
@@ -727,18 +742,24 @@ func (d *delivery) storedByUs() bool {
 		rec.Response != nil && rec.Response.Status == d.upstreamStatus
 }
 
-func (d *delivery) release(why string) {
+// attempt describes this delivery's turn at the site, as the record keeps it.
+func (d *delivery) attempt(outcome string, status int) dedupe.Attempt {
+	return dedupe.Attempt{At: d.start, By: d.by, Outcome: outcome, Status: status,
+		Duration: d.upstreamTime, Replica: d.p.replica}
+}
+
+func (d *delivery) release(att dedupe.Attempt) {
 	err := d.p.storeCall(d.r, d.s, "release", func(ctx context.Context) error {
-		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner)
+		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner, att)
 	})
 	if err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
-		d.log.Warn("claim not released: it frees itself when its lease ends", "key", d.key, "why", why, "err", err)
+		d.log.Warn("claim not released: it frees itself when its lease ends", "key", d.key, "outcome", att.Outcome, "err", err)
 	}
 }
 
-func (d *delivery) hold() {
+func (d *delivery) hold(att dedupe.Attempt) {
 	err := d.p.storeCall(d.r, d.s, "hold", func(ctx context.Context) error {
-		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner)
+		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner, att)
 	})
 	if err != nil {
 		d.log.Warn("claim not held: it frees itself when its lease ends", "key", d.key, "err", err)

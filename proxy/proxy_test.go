@@ -546,8 +546,8 @@ type lostReply struct {
 	lost atomic.Bool
 }
 
-func (l *lostReply) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
-	err := l.Store.Complete(ctx, sender, key, owner, resp)
+func (l *lostReply) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
+	err := l.Store.Complete(ctx, sender, key, owner, resp, att)
 	if err == nil && l.lost.CompareAndSwap(false, true) {
 		return fmt.Errorf("complete: %w: connection reset after commit", dedupe.ErrUnavailable)
 	}

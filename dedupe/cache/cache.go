@@ -98,14 +98,14 @@ func (c *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	return res, err
 }
 
-func (c *Store) Release(ctx context.Context, sender, key, owner string) error {
+func (c *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
 	c.evict(sender, key)
-	return c.Store.Release(ctx, sender, key, owner)
+	return c.Store.Release(ctx, sender, key, owner, att)
 }
 
-func (c *Store) Hold(ctx context.Context, sender, key, owner string) error {
+func (c *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
 	c.evict(sender, key)
-	return c.Store.Hold(ctx, sender, key, owner)
+	return c.Store.Hold(ctx, sender, key, owner, att)
 }
 
 func (c *Store) Forget(ctx context.Context, sender, key string) error {

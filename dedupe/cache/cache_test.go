@@ -49,7 +49,7 @@ func done(t *testing.T, s dedupe.Store, key, hash string) {
 	if err != nil || res.Outcome != dedupe.Claimed {
 		t.Fatalf("claim %s: %v %v", key, res.Outcome, err)
 	}
-	if err := s.Complete(ctx, "s", key, "o-"+key, dedupe.Response{Status: 201, Header: http.Header{}, Body: []byte("ok")}); err != nil {
+	if err := s.Complete(ctx, "s", key, "o-"+key, dedupe.Response{Status: 201, Header: http.Header{}, Body: []byte("ok")}, dedupe.Attempt{At: time.Now(), Outcome: "processed"}); err != nil {
 		t.Fatal(err)
 	}
 }

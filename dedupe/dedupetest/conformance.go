@@ -70,6 +70,21 @@ func mustNotFound(t *testing.T, s dedupe.Store, sender, key string) {
 	}
 }
 
+// att is an attempt with every field set, so a backend that drops one is
+// caught; times are whole milliseconds, as every backend keeps them.
+func att(outcome string) dedupe.Attempt {
+	return dedupe.Attempt{At: time.Now().Truncate(time.Millisecond).UTC(), By: dedupe.AttemptBySender, Outcome: outcome,
+		Status: 200, Duration: 1500 * time.Millisecond, Replica: "replica-1"}
+}
+
+func sameAttempt(t *testing.T, got, want dedupe.Attempt) {
+	t.Helper()
+	if !got.At.Equal(want.At) || got.By != want.By || got.Outcome != want.Outcome || got.Status != want.Status ||
+		got.Duration != want.Duration || got.Replica != want.Replica {
+		t.Fatalf("attempt = %+v, want %+v", got, want)
+	}
+}
+
 func sampleResponse() dedupe.Response {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
@@ -108,6 +123,10 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"ConflictKeepsOriginal", testConflictKeepsOriginal},
 		{"InProgress", testInProgress},
 		{"ReleaseFreesKey", testReleaseFreesKey},
+		{"AttemptsBounded", testAttemptsBounded},
+		{"HoldKeepsAttempt", testHoldKeepsAttempt},
+		{"StoredRequestKept", testStoredRequestKept},
+		{"ParallelReleasedOneWinner", testParallelReleasedOneWinner},
 		{"WritesFencedByOwner", testWritesFencedByOwner},
 		{"TakeoverAfterLease", testTakeoverAfterLease},
 		{"RenewKeepsClaim", testRenewKeepsClaim},
@@ -168,7 +187,7 @@ func testCompleteThenDuplicate(t *testing.T, s dedupe.Store, sender string) {
 	o := owner()
 	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
 	want := sampleResponse()
-	if err := s.Complete(ctxT(t), sender, "evt", o, want); err != nil {
+	if err := s.Complete(ctxT(t), sender, "evt", o, want, att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	rec := mustGet(t, s, sender, "evt")
@@ -193,7 +212,7 @@ func testConflictKeepsOriginal(t *testing.T, s dedupe.Store, sender string) {
 		t.Fatalf("conflict result shows hash %q, want the stored h1", res.Record.PayloadHash)
 	}
 	want := sampleResponse()
-	if err := s.Complete(ctxT(t), sender, "evt", o, want); err != nil {
+	if err := s.Complete(ctxT(t), sender, "evt", o, want, att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	mustClaim(t, s, req(sender, "evt", "h2", owner()), dedupe.Conflicting)
@@ -219,12 +238,115 @@ func testInProgress(t *testing.T, s dedupe.Store, sender string) {
 func testReleaseFreesKey(t *testing.T, s dedupe.Store, sender string) {
 	o := owner()
 	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
-	if err := s.Release(ctxT(t), sender, "evt", o); err != nil {
+	first := att("released")
+	first.Status = 503
+	if err := s.Release(ctxT(t), sender, "evt", o, first); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	mustNotFound(t, s, sender, "evt")
+	// The record stays, released, with what happened.
+	rec := mustGet(t, s, sender, "evt")
+	if rec.State != dedupe.StateReleased || rec.Owner != "" || rec.PayloadHash != "h1" || len(rec.Attempts) != 1 {
+		t.Fatalf("released record = %+v, want state released, no owner, hash h1, 1 attempt", rec)
+	}
+	sameAttempt(t, rec.Attempts[0], first)
+	if err := s.Release(ctxT(t), sender, "evt", o, att("released")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("second Release = %v, want ErrNotOwner", err)
+	}
+	if got, err := s.List(ctxT(t), dedupe.ListFilter{Sender: sender, State: dedupe.StateReleased}); err != nil || len(got) != 1 {
+		t.Fatalf("List(released) = %d records, %v", len(got), err)
+	}
 	// The sender's retry is processed; it may even carry another payload now.
-	mustClaim(t, s, req(sender, "evt", "h2", owner()), dedupe.Claimed)
+	o2 := owner()
+	res := mustClaim(t, s, req(sender, "evt", "h2", o2), dedupe.Claimed)
+	if res.Record.Owner != o2 {
+		t.Fatalf("re-claim owner = %q", res.Record.Owner)
+	}
+	second := att("processed")
+	if err := s.Complete(ctxT(t), sender, "evt", o2, sampleResponse(), second); err != nil {
+		t.Fatalf("Complete after release: %v", err)
+	}
+	rec = mustGet(t, s, sender, "evt")
+	if rec.State != dedupe.StateDone || rec.PayloadHash != "h2" || len(rec.Attempts) != 2 {
+		t.Fatalf("record = %+v, want done with hash h2 and both attempts", rec)
+	}
+	sameAttempt(t, rec.Attempts[0], first)
+	sameAttempt(t, rec.Attempts[1], second)
+	if rec.LastAttempt().Outcome != "processed" {
+		t.Fatalf("last attempt = %+v", rec.LastAttempt())
+	}
+}
+
+// Attempts are bounded: the latest MaxAttempts stay, oldest first.
+func testAttemptsBounded(t *testing.T, s dedupe.Store, sender string) {
+	const n = dedupe.MaxAttempts + 5
+	for i := range n {
+		o := owner()
+		mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
+		a := att("released")
+		a.Status = 500 + i
+		if err := s.Release(ctxT(t), sender, "evt", o, a); err != nil {
+			t.Fatalf("Release %d: %v", i, err)
+		}
+	}
+	rec := mustGet(t, s, sender, "evt")
+	if len(rec.Attempts) != dedupe.MaxAttempts {
+		t.Fatalf("%d attempts kept, want %d", len(rec.Attempts), dedupe.MaxAttempts)
+	}
+	if first, last := rec.Attempts[0].Status, rec.LastAttempt().Status; first != 500+n-dedupe.MaxAttempts || last != 500+n-1 {
+		t.Fatalf("attempts kept from status %d to %d, want %d to %d", first, last, 500+n-dedupe.MaxAttempts, 500+n-1)
+	}
+}
+
+// A held claim keeps its attempt too.
+func testHoldKeepsAttempt(t *testing.T, s dedupe.Store, sender string) {
+	o := owner()
+	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
+	a := att("ambiguous")
+	a.Status = 504
+	if err := s.Hold(ctxT(t), sender, "evt", o, a); err != nil {
+		t.Fatal(err)
+	}
+	rec := mustGet(t, s, sender, "evt")
+	if rec.State != dedupe.StateUnknown || len(rec.Attempts) != 1 {
+		t.Fatalf("held record = %+v", rec)
+	}
+	sameAttempt(t, rec.Attempts[0], a)
+}
+
+// The claimed request's head is kept with its body, for redelivery.
+func testStoredRequestKept(t *testing.T, s dedupe.Store, sender string) {
+	r := req(sender, "evt", "h1", owner())
+	r.RequestBody = []byte(`{"id":"evt"}`)
+	r.Request = &dedupe.StoredRequest{Method: "POST", URI: "/bitrix/tools/sale_ps_result.php?action=pay",
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Sig": {"a", "b"}}}
+	mustClaim(t, s, r, dedupe.Claimed)
+	if err := s.Release(ctxT(t), sender, "evt", r.Owner, att("released")); err != nil {
+		t.Fatal(err)
+	}
+	rec := mustGet(t, s, sender, "evt")
+	if string(rec.RequestBody) != `{"id":"evt"}` || rec.Request == nil || rec.Request.Method != "POST" ||
+		rec.Request.URI != r.Request.URI || fmt.Sprint(rec.Request.Header) != fmt.Sprint(r.Request.Header) {
+		t.Fatalf("kept request = %+v body %q", rec.Request, rec.RequestBody)
+	}
+	// Without store_request_body nothing is kept.
+	mustClaim(t, s, req(sender, "other", "h1", owner()), dedupe.Claimed)
+	if rec := mustGet(t, s, sender, "other"); rec.Request != nil || rec.RequestBody != nil {
+		t.Fatalf("request kept without being asked: %+v", rec.Request)
+	}
+}
+
+// Many deliveries of a released event at once: one runs it.
+func testParallelReleasedOneWinner(t *testing.T, s dedupe.Store, sender string) {
+	o := owner()
+	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
+	if err := s.Release(ctxT(t), sender, "evt", o, att("released")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	got := claimAtOnce(t, s, sender, n)
+	if got[dedupe.Claimed] != 1 || got[dedupe.InProgress] != n-1 || len(got) != 2 {
+		t.Fatalf("%d claimers of a released event: %v, want 1 claimed and %d in_progress", n, got, n-1)
+	}
 }
 
 func testWritesFencedByOwner(t *testing.T, s dedupe.Store, sender string) {
@@ -233,9 +355,9 @@ func testWritesFencedByOwner(t *testing.T, s dedupe.Store, sender string) {
 	ctx := ctxT(t)
 	stranger := owner()
 	checks := map[string]error{
-		"Complete": s.Complete(ctx, sender, "evt", stranger, sampleResponse()),
-		"Release":  s.Release(ctx, sender, "evt", stranger),
-		"Hold":     s.Hold(ctx, sender, "evt", stranger),
+		"Complete": s.Complete(ctx, sender, "evt", stranger, sampleResponse(), att("complete")),
+		"Release":  s.Release(ctx, sender, "evt", stranger, att("release")),
+		"Hold":     s.Hold(ctx, sender, "evt", stranger, att("hold")),
 		"Renew":    s.Renew(ctx, sender, "evt", stranger, longLease),
 	}
 	for op, err := range checks {
@@ -248,15 +370,15 @@ func testWritesFencedByOwner(t *testing.T, s dedupe.Store, sender string) {
 		t.Fatalf("stranger's writes changed the record: %+v", rec)
 	}
 	// Writes on a key nobody holds are fenced too.
-	if err := s.Complete(ctx, sender, "nosuch", o, sampleResponse()); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Complete(ctx, sender, "nosuch", o, sampleResponse(), att("complete")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("Complete of a missing record: err = %v, want ErrNotOwner", err)
 	}
 	mustNotFound(t, s, sender, "nosuch")
 	// Once done, the owner cannot complete or release again.
-	if err := s.Complete(ctx, sender, "evt", o, sampleResponse()); err != nil {
+	if err := s.Complete(ctx, sender, "evt", o, sampleResponse(), att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	if err := s.Release(ctx, sender, "evt", o); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Release(ctx, sender, "evt", o, att("release")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("Release after done: err = %v, want ErrNotOwner", err)
 	}
 	if rec := mustGet(t, s, sender, "evt"); rec.State != dedupe.StateDone {
@@ -279,17 +401,17 @@ func testTakeoverAfterLease(t *testing.T, s dedupe.Store, sender string) {
 	}
 	ctx := ctxT(t)
 	// The stale owner wakes up: every write it tries is refused.
-	if err := s.Complete(ctx, sender, "evt", stale, dedupe.Response{Status: 500}); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Complete(ctx, sender, "evt", stale, dedupe.Response{Status: 500}, att("complete")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("stale Complete: err = %v, want ErrNotOwner", err)
 	}
-	if err := s.Release(ctx, sender, "evt", stale); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Release(ctx, sender, "evt", stale, att("release")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("stale Release: err = %v, want ErrNotOwner", err)
 	}
 	if err := s.Renew(ctx, sender, "evt", stale, longLease); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("stale Renew: err = %v, want ErrNotOwner", err)
 	}
 	want := sampleResponse()
-	if err := s.Complete(ctx, sender, "evt", fresh, want); err != nil {
+	if err := s.Complete(ctx, sender, "evt", fresh, want, att("complete")); err != nil {
 		t.Fatalf("new owner Complete: %v", err)
 	}
 	rec := mustGet(t, s, sender, "evt")
@@ -322,7 +444,7 @@ func testHoldUnknown(t *testing.T, s dedupe.Store, sender string) {
 	r := req(sender, "evt", "h1", o)
 	r.Lease = 100 * time.Millisecond
 	mustClaim(t, s, r, dedupe.Claimed)
-	if err := s.Hold(ctxT(t), sender, "evt", o); err != nil {
+	if err := s.Hold(ctxT(t), sender, "evt", o, att("hold")); err != nil {
 		t.Fatalf("Hold: %v", err)
 	}
 	time.Sleep(250 * time.Millisecond)
@@ -344,7 +466,7 @@ func testExpiredRecordIsNew(t *testing.T, s dedupe.Store, sender string) {
 	r.TTL = 300 * time.Millisecond
 	r.Lease = 100 * time.Millisecond
 	mustClaim(t, s, r, dedupe.Claimed)
-	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse()); err != nil {
+	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse(), att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	time.Sleep(600 * time.Millisecond)
@@ -365,7 +487,7 @@ func testSendersAreNamespaces(t *testing.T, s dedupe.Store, sender string) {
 func testHits(t *testing.T, s dedupe.Store, sender string) {
 	o := owner()
 	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
-	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse()); err != nil {
+	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse(), att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	hits := []dedupe.Hit{{Sender: sender, Key: "evt", N: 2}, {Sender: sender, Key: "evt", N: 1}, {Sender: sender, Key: "gone", N: 5}}
@@ -388,7 +510,7 @@ func testListAndConflicts(t *testing.T, s dedupe.Store, sender string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := 0; i < 3; i++ {
-		if err := s.Complete(ctx, sender, fmt.Sprintf("evt%d", i), owners[i], sampleResponse()); err != nil {
+		if err := s.Complete(ctx, sender, fmt.Sprintf("evt%d", i), owners[i], sampleResponse(), att("complete")); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 	}
@@ -462,7 +584,7 @@ func testForget(t *testing.T, s dedupe.Store, sender string) {
 		t.Fatalf("second Forget: err = %v, want ErrNotFound", err)
 	}
 	// The proxy that held the forgotten claim finishes: fenced.
-	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse()); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse(), att("complete")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("Complete after Forget: err = %v, want ErrNotOwner", err)
 	}
 	mustNotFound(t, s, sender, "evt")
@@ -479,7 +601,7 @@ func testPurge(t *testing.T, s dedupe.Store, sender string) {
 		return o
 	}
 	o := short("expired-done", 50*time.Millisecond)
-	if err := s.Complete(ctx, sender, "expired-done", o, sampleResponse()); err != nil {
+	if err := s.Complete(ctx, sender, "expired-done", o, sampleResponse(), att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	short("expired-dead-claim", 50*time.Millisecond)
@@ -517,7 +639,7 @@ func testPurge(t *testing.T, s dedupe.Store, sender string) {
 	// --older-than: everything received before the cut, but never a live lease.
 	o2 := owner()
 	mustClaim(t, s, req(sender, "done-recent", "h", o2), dedupe.Claimed)
-	if err := s.Complete(ctx, sender, "done-recent", o2, sampleResponse()); err != nil {
+	if err := s.Complete(ctx, sender, "done-recent", o2, sampleResponse(), att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -550,7 +672,7 @@ func testTruncatedAndEmpty(t *testing.T, s dedupe.Store, sender string) {
 	o := owner()
 	mustClaim(t, s, req(sender, "trunc", "h", o), dedupe.Claimed)
 	want := dedupe.Response{Status: 200, Header: http.Header{}, Body: bytes.Repeat([]byte("x"), 1000), Truncated: true}
-	if err := s.Complete(ctxT(t), sender, "trunc", o, want); err != nil {
+	if err := s.Complete(ctxT(t), sender, "trunc", o, want, att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	sameResponse(t, mustGet(t, s, sender, "trunc").Response, want)
@@ -558,7 +680,7 @@ func testTruncatedAndEmpty(t *testing.T, s dedupe.Store, sender string) {
 	o = owner()
 	mustClaim(t, s, req(sender, "empty", "h", o), dedupe.Claimed)
 	empty := dedupe.Response{Status: 204}
-	if err := s.Complete(ctxT(t), sender, "empty", o, empty); err != nil {
+	if err := s.Complete(ctxT(t), sender, "empty", o, empty, att("complete")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	got := mustGet(t, s, sender, "empty").Response

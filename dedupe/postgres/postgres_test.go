@@ -70,13 +70,15 @@ func (p twoPools) pick() dedupe.Store {
 func (p twoPools) Claim(ctx context.Context, r dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	return p.pick().Claim(ctx, r)
 }
-func (p twoPools) Complete(ctx context.Context, s, k, o string, r dedupe.Response) error {
-	return p.pick().Complete(ctx, s, k, o, r)
+func (p twoPools) Complete(ctx context.Context, s, k, o string, r dedupe.Response, a dedupe.Attempt) error {
+	return p.pick().Complete(ctx, s, k, o, r, a)
 }
-func (p twoPools) Release(ctx context.Context, s, k, o string) error {
-	return p.pick().Release(ctx, s, k, o)
+func (p twoPools) Release(ctx context.Context, s, k, o string, a dedupe.Attempt) error {
+	return p.pick().Release(ctx, s, k, o, a)
 }
-func (p twoPools) Hold(ctx context.Context, s, k, o string) error { return p.pick().Hold(ctx, s, k, o) }
+func (p twoPools) Hold(ctx context.Context, s, k, o string, a dedupe.Attempt) error {
+	return p.pick().Hold(ctx, s, k, o, a)
+}
 func (p twoPools) Renew(ctx context.Context, s, k, o string, l time.Duration) error {
 	return p.pick().Renew(ctx, s, k, o, l)
 }
