@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
 )
 
 // purgeBatch bounds one Purge call, so an on-demand purge holds the store
@@ -204,9 +205,25 @@ func loadAdminConfig(c *cli.Context) (adminConfig, error) {
 	return ac, nil
 }
 
-func startAdmin(ac adminConfig, store dedupe.Store, reg *prometheus.Registry, log *slog.Logger) (*admin.Server, error) {
+func startAdmin(ac adminConfig, store dedupe.Store, p *proxy.Proxy, reg *prometheus.Registry, log *slog.Logger) (*admin.Server, error) {
 	alog := log.With("component", "admin")
-	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog})
+	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog,
+		Unretried: func(ctx context.Context, sender string) ([]dedupe.Record, error) {
+			return p.Unretried(ctx, sender, time.Now())
+		},
+		Redeliver: func(ctx context.Context, sender, key string, force bool) (admin.Redelivery, error) {
+			res, err := p.Redeliver(ctx, sender, key, force)
+			for _, refusal := range []error{proxy.ErrNotKept, proxy.ErrDone, proxy.ErrInProgress, proxy.ErrNoSender} {
+				if errors.Is(err, refusal) {
+					return admin.Redelivery{}, fmt.Errorf("%w: %w", admin.ErrRefused, err)
+				}
+			}
+			if err != nil {
+				return admin.Redelivery{}, err
+			}
+			return admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}, nil
+		},
+	})
 	if err != nil {
 		return nil, err
 	}

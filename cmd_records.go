@@ -13,7 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookonce/hookonce/admin"
+	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
 )
 
 func jsonFlag() *cli.BoolFlag {
@@ -55,20 +57,51 @@ func listCommand() *cli.Command {
 		Usage: "list recent records, newest first",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
-			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done or unknown"},
+			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (without it: " + contract.DefaultUnretriedAfter.String() + " for all)"},
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
 			state := dedupe.State(c.String("status"))
+			unretried := state == "unretried"
 			switch state {
-			case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown:
+			case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown, dedupe.StateReleased:
+			case "unretried":
+				state = ""
 			default:
-				return cli.Exit(fmt.Sprintf("--status %q: want processing, done or unknown", state), exitUsage)
+				return cli.Exit(fmt.Sprintf("--status %q: want processing, done, unknown, released or unretried", state), exitUsage)
+			}
+			ct := contract.Empty()
+			if path := c.String("config"); path != "" {
+				var err error
+				if ct, err = contract.Load(path); err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
 			}
 			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
-				recs, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: state, Limit: c.Int("limit")})
-				if err != nil {
-					return cli.Exit(err.Error(), exitRuntime)
+				var recs []dedupe.Record
+				if unretried {
+					for _, st := range []dedupe.State{dedupe.StateReleased, dedupe.StateUnknown} {
+						some, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: st, Limit: c.Int("limit")})
+						if err != nil {
+							return cli.Exit(err.Error(), exitRuntime)
+						}
+						for _, r := range some {
+							after := contract.DefaultUnretriedAfter
+							if snd := ct.Sender(r.Sender); snd != nil {
+								after = snd.UnretriedAfter()
+							}
+							if proxy.IsUnretried(r, after, time.Now()) {
+								recs = append(recs, r)
+							}
+						}
+					}
+				} else {
+					var err error
+					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: state, Limit: c.Int("limit")})
+					if err != nil {
+						return cli.Exit(err.Error(), exitRuntime)
+					}
 				}
 				if c.Bool("json") {
 					out := make([]dedupe.RecordJSON, 0, len(recs))
@@ -92,13 +125,15 @@ func printJSON(w io.Writer, v any) error {
 
 func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SENDER\tKEY\tSTATE\tSTATUS\tAGE\tHITS\tTAKEOVERS")
+	fmt.Fprintln(tw, "SENDER\tKEY\tSTATE\tSTATUS\tAGE\tHITS\tTAKEOVERS\tATTEMPTS")
 	for _, r := range recs {
 		status := "-"
 		if r.Response != nil {
 			status = fmt.Sprint(r.Response.Status)
+		} else if a := r.LastAttempt(); a.Status != 0 {
+			status = fmt.Sprintf("(%d)", a.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Sender, r.Key, r.State, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Sender, r.Key, r.State, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers, len(r.Attempts))
 	}
 	tw.Flush()
 }
@@ -121,7 +156,17 @@ func printRecord(w io.Writer, r dedupe.Record) {
 	row("expires_at", j.ExpiresAt.Format(time.RFC3339))
 	row("hits", j.Hits)
 	row("takeovers", j.Takeovers)
+	row("request_kept", j.RequestKept)
 	tw.Flush()
+	if len(j.Attempts) > 0 {
+		fmt.Fprintln(w, "attempts:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tBY\tOUTCOME\tSTATUS\tDURATION\tREPLICA")
+		for _, a := range j.Attempts {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", a.At.Format(time.RFC3339), a.By, a.Outcome, a.Status, a.DurationMS, a.Replica)
+		}
+		tw.Flush()
+	}
 	if j.Response == nil {
 		fmt.Fprintln(w, "response: (none yet)")
 		return

@@ -58,6 +58,7 @@ func serveCommand() *cli.Command {
 			storeFlag(),
 			&cli.IntFlag{Name: "replay-cache-size", Value: cache.DefaultSize, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_SIZE"}, Usage: "done records kept in memory to answer repeats without a store call (0 disables)"},
 			&cli.DurationFlag{Name: "replay-cache-ttl", Value: cache.DefaultTTL, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_TTL"}, Usage: "how long a cached record answers before the store is asked again (an operator's delete on another replica is seen after it)"},
+			&cli.DurationFlag{Name: "unretried-every", Value: time.Minute, EnvVars: []string{"HOOKONCE_UNRETRIED_EVERY"}, Usage: "how often events whose senders gave up are counted (hookonce_unretried_events) and logged"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: []string{"HOOKONCE_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, how long deliveries at the site may finish before they are aborted and their claims released"},
 		}, append(adminFlags(), logFlags()...)...),
 		Action: serve,
@@ -165,7 +166,7 @@ func serve(c *cli.Context) error {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
 
-	as, err := startAdmin(adm, store, reg, log)
+	as, err := startAdmin(adm, store, p, reg, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
@@ -190,6 +191,7 @@ func serve(c *cli.Context) error {
 		"store", redactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
 
 	go purgeLoop(ctx, store, log)
+	go p.WatchUnretried(ctx, c.Duration("unretried-every"))
 
 	for {
 		select {

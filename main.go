@@ -33,6 +33,7 @@ func newApp() *cli.App {
 			listCommand(),
 			conflictsCommand(),
 			releaseCommand(),
+			redeliverCommand(),
 			purgeCommand(),
 			migrateCommand(),
 			checkCommand(),

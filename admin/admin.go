@@ -56,7 +56,26 @@ type Options struct {
 	// Now is the clock the page's ages are shown against; nil means
 	// time.Now.
 	Now func() time.Time
+	// Unretried lists the events of a sender ("" for all) that were left
+	// released or held past their sender's retry window; nil when this
+	// process does not know the senders (status=unretried is then refused).
+	Unretried func(ctx context.Context, sender string) ([]dedupe.Record, error)
+	// Redeliver sends a stored event to the site again (the proxy's
+	// Redeliver); nil disables POST …/redeliver.
+	Redeliver func(ctx context.Context, sender, key string, force bool) (Redelivery, error)
 }
+
+// Redelivery is what an operator's redelivery came to.
+type Redelivery struct {
+	Outcome string `json:"outcome"`
+	Status  int    `json:"status"`
+	Body    string `json:"body,omitempty"`
+}
+
+// Redelivery refusals the Redeliver function wraps, mapped to 409/422.
+var (
+	ErrRefused = errors.New("redelivery refused")
+)
 
 // Handler serves the admin listener's routes.
 type Handler struct {
@@ -103,6 +122,7 @@ func New(o Options) (*Handler, error) {
 	// {key...}: event ids may contain slashes (escaped or not).
 	h.mux.Handle("GET /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.getEvent)))
 	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.deleteEvent)))
+	h.mux.Handle("POST /v1/redeliver/{sender}/{key...}", h.bearer(http.HandlerFunc(h.redeliver)))
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
@@ -198,6 +218,10 @@ func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("status") == "unretried" {
+		h.listUnretried(w, r)
+		return
+	}
 	f, err := listFilter(r, true)
 	if err != nil {
 		problem(w, http.StatusBadRequest, "Bad request", err.Error())
@@ -215,6 +239,51 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		out = append(out, rec.JSON())
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listUnretried answers status=unretried: events whose senders gave up.
+func (h *Handler) listUnretried(w http.ResponseWriter, r *http.Request) {
+	if h.o.Unretried == nil {
+		problem(w, http.StatusBadRequest, "Bad request", "status=unretried needs the senders' retry windows: ask the admin listener of hookonce serve")
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	recs, err := h.o.Unretried(ctx, r.URL.Query().Get("sender"))
+	if err != nil {
+		h.storeError(w, "list", err)
+		return
+	}
+	out := make([]dedupe.RecordJSON, 0, len(recs))
+	for _, rec := range recs {
+		j := rec.JSON()
+		j.Unretried = true
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// redeliver answers POST /v1/redeliver/{sender}/{key}[?force=true].
+func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) {
+	if h.o.Redeliver == nil {
+		problem(w, http.StatusNotImplemented, "Not available", "redelivery needs the admin listener of hookonce serve")
+		return
+	}
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	force := r.URL.Query().Get("force") == "true"
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute) // the site's time, not a store call's
+	defer cancel()
+	res, err := h.o.Redeliver(ctx, sender, key, force)
+	switch {
+	case errors.Is(err, ErrRefused):
+		problem(w, http.StatusConflict, "Redelivery refused", err.Error())
+		return
+	case err != nil:
+		h.storeError(w, "redeliver", err)
+		return
+	}
+	h.log.Warn("admin: event redelivered by an operator", "sender", sender, "key", key, "force", force, "outcome", res.Outcome, "status", res.Status)
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
@@ -260,10 +329,10 @@ func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
 
 func parseState(s string) (dedupe.State, error) {
 	switch st := dedupe.State(s); st {
-	case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown:
+	case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown, dedupe.StateReleased:
 		return st, nil
 	}
-	return "", errors.New("status: want processing, done or unknown")
+	return "", errors.New("status: want processing, done, unknown, released or unretried")
 }
 
 // storeError maps a store error to an answer: the one place that does.

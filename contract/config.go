@@ -155,6 +155,7 @@ type policyFile struct {
 	StoreTimeout     *Duration `yaml:"store_timeout"`
 	MaxStoredBody    *Size     `yaml:"max_stored_body"`
 	StoreRequestBody *bool     `yaml:"store_request_body"`
+	RetryWindow      *Duration `yaml:"retry_window"`
 	InProgress       *string   `yaml:"in_progress"`
 	WaitTimeout      *Duration `yaml:"wait_timeout"`
 	MissingKey       *string   `yaml:"missing_key"`
@@ -284,7 +285,9 @@ func Parse(data []byte, name string) (*Contract, error) {
 		}
 	}
 	base := builtinSender()
-	if probs := base.apply(&f.Defaults); len(probs) > 0 {
+	probs := base.apply(&f.Defaults)
+	base.ownRetryWindow = false // a preset's documented window beats the file's default
+	if len(probs) > 0 {
 		for _, p := range probs {
 			p.Field = "defaults." + p.Field
 			p.Line = fieldLine(top, p.Field)
@@ -455,7 +458,9 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			bad("preset", "unknown preset %q (known: %s)", sf.Preset, strings.Join(presetNames(), ", "))
 		} else {
 			s.Preset = sf.Preset
-			s.RetryWindow = p.RetryWindow
+			if !s.ownRetryWindow {
+				s.RetryWindow = p.RetryWindow
+			}
 			if len(sf.Key) == 0 {
 				s.Keys = append([]KeyPart(nil), p.Keys...)
 			}
@@ -564,6 +569,13 @@ func (s *Sender) apply(pf *policyFile) []Problem {
 	}
 	if pf.StoreRequestBody != nil {
 		s.StoreRequestBody = *pf.StoreRequestBody
+	}
+	if pf.RetryWindow != nil {
+		s.RetryWindow = time.Duration(*pf.RetryWindow)
+		s.ownRetryWindow = true
+		if s.RetryWindow <= 0 {
+			bad("retry_window", "must be positive")
+		}
 	}
 	enum := func(field string, dst *string, v *string, allowed ...string) {
 		if v == nil {

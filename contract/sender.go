@@ -11,8 +11,11 @@ import (
 type Sender struct {
 	Name   string
 	Preset string // "" when none
-	// RetryWindow is how long the preset's sender keeps retrying; 0 unknown.
-	RetryWindow time.Duration
+	// RetryWindow is how long the sender keeps retrying a failed delivery
+	// (retry_window, else the preset's); 0 unknown. An event left released
+	// or held longer than that with no new attempt is unretried.
+	RetryWindow    time.Duration
+	ownRetryWindow bool // set by the file (defaults or the sender), not a preset
 
 	Methods []string    // upper case; [POST] when the file names none; nil for any
 	Path    string      // as the site runs it: exact, or a prefix when it ends in *
@@ -81,4 +84,17 @@ func (s *Sender) retryWindowWarning() string {
 			" retry window " + s.RetryWindow.String() + ": a late retry would be processed again"
 	}
 	return ""
+}
+
+// DefaultUnretriedAfter judges events of senders whose retry window is
+// unknown: a day without a new attempt.
+const DefaultUnretriedAfter = 24 * time.Hour
+
+// UnretriedAfter is how long after its last attempt a released or held
+// event of this sender counts as unretried.
+func (s *Sender) UnretriedAfter() time.Duration {
+	if s.RetryWindow > 0 {
+		return s.RetryWindow
+	}
+	return DefaultUnretriedAfter
 }

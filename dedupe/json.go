@@ -7,7 +7,7 @@ import (
 )
 
 // RecordJSON is the record's public JSON form, shared by the CLI and the
-// admin API (see DESIGN.md, "Record JSON").
+// admin API (README, "Record JSON").
 type RecordJSON struct {
 	Sender        string        `json:"sender"`
 	Key           string        `json:"key"`
@@ -20,6 +20,22 @@ type RecordJSON struct {
 	Hits          int64         `json:"hits"`
 	Takeovers     int64         `json:"takeovers"`
 	Response      *ResponseJSON `json:"response,omitempty"`
+	Attempts      []AttemptJSON `json:"attempts"`
+	// RequestKept says whether the request was kept (store_request_body),
+	// so the event can be redelivered.
+	RequestKept bool `json:"request_kept"`
+	// Unretried is set by callers that know the sender's retry window.
+	Unretried bool `json:"unretried,omitempty"`
+}
+
+// AttemptJSON is one delivery attempt's public form.
+type AttemptJSON struct {
+	At         time.Time `json:"at"`
+	By         string    `json:"by"`
+	Outcome    string    `json:"outcome"`
+	Status     int       `json:"status"`
+	DurationMS int64     `json:"duration_ms"`
+	Replica    string    `json:"replica"`
 }
 
 // ResponseJSON is a stored answer's JSON form. BodyText is present only when
@@ -47,7 +63,12 @@ func (r Record) JSON() RecordJSON {
 	out := RecordJSON{
 		Sender: r.Sender, Key: r.Key, State: r.State, PayloadSHA256: r.PayloadHash,
 		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
-		Hits: r.Hits, Takeovers: r.Takeovers,
+		Hits: r.Hits, Takeovers: r.Takeovers, Attempts: []AttemptJSON{},
+		RequestKept: r.Request != nil && r.RequestBody != nil,
+	}
+	for _, a := range r.Attempts {
+		out.Attempts = append(out.Attempts, AttemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+			DurationMS: a.Duration.Milliseconds(), Replica: a.Replica})
 	}
 	if !r.CompletedAt.IsZero() {
 		t := r.CompletedAt.UTC()

@@ -35,11 +35,12 @@ const (
 )
 
 type metrics struct {
-	requests *prometheus.CounterVec
-	upstream *prometheus.HistogramVec
-	store    *prometheus.HistogramVec
-	inflight prometheus.Gauge
-	lost     *prometheus.CounterVec
+	requests  *prometheus.CounterVec
+	upstream  *prometheus.HistogramVec
+	store     *prometheus.HistogramVec
+	inflight  prometheus.Gauge
+	lost      *prometheus.CounterVec
+	unretried *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,9 +67,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_answers_not_stored_total",
 			Help: "Site answers that could not be stored (store down past the lease, or the claim taken over): a retry runs the handler again.",
 		}, []string{"sender"}),
+		unretried: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookonce_unretried_events",
+			Help: "Events left released or held with no attempt within their sender's retry window: the sender gave up; an operator must redeliver or release them.",
+		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried)
 	}
 	return m
 }

@@ -229,6 +229,7 @@ type delivery struct {
 	upstreamStatus int
 	upstreamTime   time.Duration
 	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
+	outcome        string // the decision, once made (as counted)
 }
 
 // done counts and logs the decision: one line per delivery, never a body,
@@ -244,6 +245,7 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	} else {
 		args = append(args, "sender", "", "path", d.rt.Path) // d.log names neither yet
 	}
+	d.outcome = outcome
 	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
 	args = append(args, "key", d.key, "outcome", outcome, "status", status,
 		"duration_ms", time.Since(d.start).Milliseconds())

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookonce/hookonce/admin"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// redeliverCommand asks a running hookonce serve (through its admin API)
+// to send stored events to the site again: the operator's way to complete
+// an event whose sender stopped retrying.
+func redeliverCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "redeliver",
+		Usage:     "send a stored event to the site again through the running serve (its admin API); needs store_request_body",
+		ArgsUsage: "SENDER KEY | --status unretried [--sender S] [--since D]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
+			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
+			&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
+			&cli.BoolFlag{Name: "force", EnvVars: []string{"HOOKONCE_FORCE"}, Usage: "redeliver a done event too (runs the handler again; logged)"},
+			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "unretried: every event whose sender gave up"},
+			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "with --status: only this sender"},
+			&cli.DurationFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "with --status: only events last tried within this long"},
+		},
+		Action: runRedeliver,
+	}
+}
+
+func runRedeliver(c *cli.Context) error {
+	const usage = "usage: hookonce redeliver [--admin URL] [--force] SENDER KEY | --status unretried [--sender S] [--since D]"
+	token := c.String("admin-token")
+	if f := c.String("admin-token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	api := adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}
+	var targets [][2]string
+	switch {
+	case c.String("status") == "" && c.NArg() == 2:
+		targets = append(targets, [2]string{c.Args().Get(0), c.Args().Get(1)})
+	case c.String("status") == "unretried" && c.NArg() == 0:
+		recs, err := api.unretried(c.Context, c.String("sender"))
+		if err != nil {
+			return cli.Exit(err.Error(), exitRuntime)
+		}
+		for _, r := range recs {
+			last := r.ReceivedAt
+			if n := len(r.Attempts); n > 0 {
+				last = r.Attempts[n-1].At
+			}
+			if since := c.Duration("since"); since > 0 && time.Since(last) > since {
+				continue
+			}
+			targets = append(targets, [2]string{r.Sender, r.Key})
+		}
+		if len(targets) == 0 {
+			fmt.Fprintln(c.App.Writer, "no unretried events")
+			return nil
+		}
+	default:
+		return cli.Exit(usage, exitUsage)
+	}
+	failed := 0
+	for _, t := range targets {
+		res, err := api.redeliver(c.Context, t[0], t[1], c.Bool("force"))
+		if err != nil {
+			failed++
+			fmt.Fprintf(c.App.ErrWriter, "%s %s: %v\n", t[0], t[1], err)
+			continue
+		}
+		fmt.Fprintf(c.App.Writer, "%s %s: %s (status %d)\n", t[0], t[1], res.Outcome, res.Status)
+	}
+	if failed > 0 {
+		return cli.Exit(fmt.Sprintf("%d of %d redeliveries failed", failed, len(targets)), exitRuntime)
+	}
+	return nil
+}
+
+// adminClient speaks to the admin API of a running serve.
+type adminClient struct {
+	base, token string
+}
+
+func (a adminClient) do(ctx context.Context, method, path string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		var p struct{ Title, Detail string }
+		if json.Unmarshal(body, &p) == nil && p.Title != "" {
+			return fmt.Errorf("%s: %s", p.Title, p.Detail)
+		}
+		return fmt.Errorf("admin API: %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}
+
+func (a adminClient) unretried(ctx context.Context, sender string) ([]dedupe.RecordJSON, error) {
+	q := url.Values{"status": {"unretried"}, "limit": {"1000"}}
+	if sender != "" {
+		q.Set("sender", sender)
+	}
+	var out []dedupe.RecordJSON
+	return out, a.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), &out)
+}
+
+func (a adminClient) redeliver(ctx context.Context, sender, key string, force bool) (admin.Redelivery, error) {
+	path := "/v1/redeliver/" + url.PathEscape(sender) + "/" + url.PathEscape(key)
+	if force {
+		path += "?force=true"
+	}
+	var out admin.Redelivery
+	return out, a.do(ctx, http.MethodPost, path, &out)
+}
