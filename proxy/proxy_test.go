@@ -32,6 +32,18 @@ func newStore(t *testing.T) dedupe.Store {
 	return s
 }
 
+// openAt opens the SQLite store at path: two handles on one file stand
+// for two replicas on one host.
+func openAt(t *testing.T, path string) dedupe.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func get(t *testing.T, s dedupe.Store, sender, key string) (dedupe.Record, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
