@@ -25,10 +25,23 @@ import (
 
 var _ dedupe.Store = (*Store)(nil)
 
-// schemaVersion is stored in PRAGMA user_version once migrated.
-const schemaVersion = 1
+// migrations take the schema from one version to the next: migrations[i]
+// moves a database at PRAGMA user_version i to i+1. A released step is never
+// edited; a change of schema is a new step at the end, applied in place by
+// Open to every existing file.
+var migrations = [...]string{
+	schemaV1,
+	// v2: released records keep their attempts and the request's head
+	// (method, target, headers) beside request_body. Both are JSON; NULL
+	// means none.
+	`ALTER TABLE records ADD COLUMN attempts TEXT;
+	ALTER TABLE records ADD COLUMN request_head TEXT;`,
+}
 
-const schema = `
+// schemaVersion is stored in PRAGMA user_version once migrated.
+const schemaVersion = len(migrations)
+
+const schemaV1 = `
 CREATE TABLE IF NOT EXISTS records (
 	sender       TEXT    NOT NULL,
 	key          TEXT    NOT NULL,
@@ -107,6 +120,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{w: w, r: r}, nil
 }
 
+// migrate applies the pending steps in one BEGIN IMMEDIATE transaction, so
+// two processes opening one file at once take turns: the second reads the
+// version the first committed and has nothing left to do.
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -120,8 +136,10 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if v > schemaVersion {
 		return fmt.Errorf("database schema version %d is newer than this binary's %d", v, schemaVersion)
 	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return err
+	for i := v; i < schemaVersion; i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("schema version %d to %d: %w", i, i+1, err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 		return err
@@ -152,7 +170,7 @@ func fromMS(v int64) time.Time {
 }
 
 const recordCols = `sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
-	expires_at, hits, takeovers, status, headers, body, truncated, request_body`
+	expires_at, hits, takeovers, status, headers, body, truncated, request_body, attempts, request_head`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -161,17 +179,23 @@ func scanRecord(row scanner) (dedupe.Record, error) {
 		rec                                         dedupe.Record
 		state                                       string
 		lease, received, completed, expires, status int64
-		headers, body, reqBody                      []byte
+		headers, body, reqBody, attempts, head      []byte
 		truncated                                   bool
 	)
 	err := row.Scan(&rec.Sender, &rec.Key, &state, &rec.PayloadHash, &rec.Owner, &lease, &received, &completed,
-		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody)
+		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head)
 	if err != nil {
 		return rec, err
 	}
 	rec.State = dedupe.State(state)
 	rec.LeaseUntil, rec.ReceivedAt, rec.CompletedAt, rec.ExpiresAt = fromMS(lease), fromMS(received), fromMS(completed), fromMS(expires)
 	rec.RequestBody = reqBody
+	if rec.Attempts, err = decodeAttempts(attempts); err != nil {
+		return rec, err
+	}
+	if rec.Request, err = decodeHead(head); err != nil {
+		return rec, err
+	}
 	if rec.State == dedupe.StateDone {
 		h := http.Header{}
 		if len(headers) > 0 {
@@ -187,7 +211,98 @@ func scanRecord(row scanner) (dedupe.Record, error) {
 	return rec, nil
 }
 
+// attemptJSON is an Attempt as the attempts column keeps it: At in Unix
+// milliseconds like every other time here (0 for the zero time), Duration
+// in nanoseconds so it round-trips exactly.
+type attemptJSON struct {
+	At       int64  `json:"at_ms"`
+	By       string `json:"by,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+	Status   int    `json:"status,omitempty"`
+	Duration int64  `json:"duration_ns,omitempty"`
+	Replica  string `json:"replica,omitempty"`
+}
+
+func decodeAttempts(raw []byte) ([]dedupe.Attempt, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var stored []attemptJSON
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return nil, fmt.Errorf("decode stored attempts: %w", err)
+	}
+	if len(stored) == 0 {
+		return nil, nil
+	}
+	out := make([]dedupe.Attempt, len(stored))
+	for i, a := range stored {
+		out[i] = dedupe.Attempt{At: fromMS(a.At), By: a.By, Outcome: a.Outcome, Status: a.Status,
+			Duration: time.Duration(a.Duration), Replica: a.Replica}
+	}
+	return out, nil
+}
+
+// appendAttempt adds att to the stored attempts and keeps the latest
+// dedupe.MaxAttempts, oldest first. The result is TEXT, like request_head.
+func appendAttempt(raw []byte, att dedupe.Attempt) (string, error) {
+	var stored []attemptJSON
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &stored); err != nil {
+			return "", fmt.Errorf("decode stored attempts: %w", err)
+		}
+	}
+	at := int64(0)
+	if !att.At.IsZero() {
+		at = ms(att.At)
+	}
+	stored = append(stored, attemptJSON{At: at, By: att.By, Outcome: att.Outcome, Status: att.Status,
+		Duration: int64(att.Duration), Replica: att.Replica})
+	if n := len(stored) - dedupe.MaxAttempts; n > 0 {
+		stored = stored[n:]
+	}
+	b, err := json.Marshal(stored)
+	return string(b), err
+}
+
+// headJSON is a StoredRequest as the request_head column keeps it.
+type headJSON struct {
+	Method string      `json:"method"`
+	URI    string      `json:"uri"`
+	Header http.Header `json:"header,omitempty"`
+}
+
+// encodeHead returns the request_head value: NULL when nothing is kept.
+func encodeHead(r *dedupe.StoredRequest) (any, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(headJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	if err != nil {
+		return nil, fmt.Errorf("encode request head: %w", err)
+	}
+	return string(b), nil // TEXT, so the sqlite3 shell's JSON functions read it
+}
+
+func decodeHead(raw []byte) (*dedupe.StoredRequest, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var h headJSON
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("decode stored request head: %w", err)
+	}
+	return &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}, nil
+}
+
 // Claim implements dedupe.Store.
+//
+// A released record is claimed as a new one, whatever its payload hash:
+// state, owner, lease, payload hash, request body and head become the new
+// claim's, ReceivedAt is now and ExpiresAt now + TTL (the event is kept a
+// full TTL from the delivery that may complete it, so its answer is
+// replayed as long as any other), and the attempts, hits and takeovers
+// stay with the event. An expired record, released or not, is replaced
+// outright: nothing of it is kept.
 func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	op := "claim " + req.Sender + "/" + req.Key
 	// Fast path, no write lock: a done record with the same hash is a
@@ -213,6 +328,10 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return dedupe.ClaimResult{}, unavailable(op, err)
 	}
+	head, err := encodeHead(req.Request)
+	if err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("%s: %w", op, err)
+	}
 	var outcome dedupe.Outcome
 	switch {
 	case !found || !now.Before(rec.ExpiresAt):
@@ -220,12 +339,25 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		rec = dedupe.Record{
 			Sender: req.Sender, Key: req.Key, State: dedupe.StateProcessing, PayloadHash: req.PayloadHash,
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), ReceivedAt: now, ExpiresAt: now.Add(req.TTL),
-			RequestBody: req.RequestBody,
+			RequestBody: req.RequestBody, Request: req.Request,
 		}
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO records
-			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt), rec.RequestBody)
+			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
+			rec.RequestBody, head)
+	case rec.State == dedupe.StateReleased:
+		outcome = dedupe.Claimed
+		rec.State, rec.PayloadHash, rec.Owner = dedupe.StateProcessing, req.PayloadHash, req.Owner
+		rec.LeaseUntil, rec.ReceivedAt, rec.ExpiresAt = now.Add(req.Lease), now, now.Add(req.TTL)
+		rec.CompletedAt, rec.Response = time.Time{}, nil
+		rec.RequestBody, rec.Request = req.RequestBody, req.Request
+		_, err = tx.ExecContext(ctx, `UPDATE records SET state = ?, payload_hash = ?, owner = ?, lease_until = ?,
+			received_at = ?, completed_at = 0, expires_at = ?, status = 0, headers = NULL, body = NULL, truncated = 0,
+			request_body = ?, request_head = ?
+			WHERE sender = ? AND key = ? AND state = 'released'`,
+			string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
+			rec.RequestBody, head, req.Sender, req.Key)
 	case rec.PayloadHash != req.PayloadHash:
 		return dedupe.ClaimResult{Outcome: dedupe.Conflicting, Record: rec}, nil
 	case rec.State == dedupe.StateDone:
@@ -268,8 +400,47 @@ func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error
 
 const ownerClause = ` WHERE sender = ? AND key = ? AND owner = ? AND state = 'processing'`
 
+// settle ends the owner's processing claim: in one BEGIN IMMEDIATE
+// transaction it reads the attempts of the claim the owner still holds,
+// appends att (keeping the latest dedupe.MaxAttempts) and applies set (a
+// SET list without the attempts) with args. ErrNotOwner, and nothing
+// written, when the owner no longer holds it.
+func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att dedupe.Attempt, set string, args ...any) error {
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	defer tx.Rollback()
+	var raw []byte
+	err = tx.QueryRowContext(ctx, `SELECT attempts FROM records`+ownerClause, sender, key, owner).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner)
+	}
+	if err != nil {
+		return unavailable(op, err)
+	}
+	attempts, err := appendAttempt(raw, att)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	args = append(args, attempts, sender, key, owner)
+	res, err := tx.ExecContext(ctx, `UPDATE records SET `+set+`, attempts = ?`+ownerClause, args...)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return unavailable(op, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner) // cannot happen: the transaction holds the write lock
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(op, err)
+	}
+	return nil
+}
+
 // Complete implements dedupe.Store.
-func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return fmt.Errorf("complete %s/%s: encode headers: %w", sender, key, err)
@@ -278,21 +449,23 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	if body == nil {
 		body = []byte{}
 	}
-	return s.fenced(ctx, "complete "+sender+"/"+key,
-		`UPDATE records SET state = 'done', owner = '', lease_until = 0, completed_at = ?,
-			status = ?, headers = ?, body = ?, truncated = ?`+ownerClause,
-		ms(time.Now()), resp.Status, headers, body, resp.Truncated, sender, key, owner)
+	return s.settle(ctx, "complete "+sender+"/"+key, sender, key, owner, att,
+		`state = 'done', owner = '', lease_until = 0, completed_at = ?, status = ?, headers = ?, body = ?, truncated = ?`,
+		ms(time.Now()), resp.Status, headers, body, resp.Truncated)
 }
 
-// Release implements dedupe.Store.
-func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
-	return s.fenced(ctx, "release "+sender+"/"+key, `DELETE FROM records`+ownerClause, sender, key, owner)
+// Release implements dedupe.Store: the record stays, released, with its
+// payload hash, request and attempts, until a delivery claims it again or
+// it expires.
+func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	return s.settle(ctx, "release "+sender+"/"+key, sender, key, owner, att,
+		`state = 'released', owner = '', lease_until = 0`)
 }
 
 // Hold implements dedupe.Store.
-func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
-	return s.fenced(ctx, "hold "+sender+"/"+key,
-		`UPDATE records SET state = 'unknown', owner = '', lease_until = 0`+ownerClause, sender, key, owner)
+func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	return s.settle(ctx, "hold "+sender+"/"+key, sender, key, owner, att,
+		`state = 'unknown', owner = '', lease_until = 0`)
 }
 
 // Renew implements dedupe.Store.

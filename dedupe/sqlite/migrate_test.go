@@ -1,0 +1,239 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+// schemaV1 is the schema hookonce shipped as user_version 1, frozen here so
+// the test keeps proving that files written by that release still open.
+const schemaV1 = `
+CREATE TABLE IF NOT EXISTS records (
+	sender       TEXT    NOT NULL,
+	key          TEXT    NOT NULL,
+	state        TEXT    NOT NULL,
+	payload_hash TEXT    NOT NULL,
+	owner        TEXT    NOT NULL DEFAULT '',
+	lease_until  INTEGER NOT NULL DEFAULT 0,
+	received_at  INTEGER NOT NULL,
+	completed_at INTEGER NOT NULL DEFAULT 0,
+	expires_at   INTEGER NOT NULL,
+	hits         INTEGER NOT NULL DEFAULT 0,
+	takeovers    INTEGER NOT NULL DEFAULT 0,
+	status       INTEGER NOT NULL DEFAULT 0,
+	headers      BLOB,
+	body         BLOB,
+	truncated    INTEGER NOT NULL DEFAULT 0,
+	request_body BLOB,
+	PRIMARY KEY (sender, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_received ON records (received_at);
+CREATE INDEX IF NOT EXISTS records_expires ON records (expires_at);
+CREATE TABLE IF NOT EXISTS conflicts (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	sender        TEXT    NOT NULL,
+	key           TEXT    NOT NULL,
+	stored_hash   TEXT    NOT NULL,
+	received_hash TEXT    NOT NULL,
+	received_at   INTEGER NOT NULL,
+	changed_paths TEXT    NOT NULL DEFAULT '',
+	expires_at    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conflicts_sender ON conflicts (sender, id);
+CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
+PRAGMA user_version = 1;
+`
+
+// v1File writes a version-1 database with a done record and a processing
+// claim held by "o1", as the previous release left them.
+func v1File(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now()
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{schemaV1, nil},
+		{`INSERT INTO records (sender, key, state, payload_hash, received_at, completed_at, expires_at, hits, status, headers, body, request_body)
+			VALUES ('s', 'done', 'done', 'h1', ?, ?, ?, 3, 201, ?, ?, ?)`,
+			[]any{now.UnixMilli(), now.UnixMilli(), now.Add(time.Hour).UnixMilli(), []byte(`{"Content-Type":["text/plain"]}`), []byte("ok"), []byte(`{"a":1}`)}},
+		{`INSERT INTO records (sender, key, state, payload_hash, owner, lease_until, received_at, expires_at)
+			VALUES ('s', 'busy', 'processing', 'h1', 'o1', ?, ?, ?)`,
+			[]any{now.Add(time.Minute).UnixMilli(), now.UnixMilli(), now.Add(time.Hour).UnixMilli()}},
+	}
+	for _, st := range stmts {
+		if _, err := db.Exec(st.q, st.args...); err != nil {
+			t.Fatalf("write v1 file: %v", err)
+		}
+	}
+	return path
+}
+
+// A file written by the previous release is migrated in place by Open: its
+// records read as before, with no attempts and no request head, and its
+// claims can be released and completed under the new contract.
+func TestMigrateV1InPlace(t *testing.T) {
+	path := v1File(t)
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open v1 file: %v", err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after migration: %v", err)
+	}
+	done, err := s.Get(ctx, "s", "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != dedupe.StateDone || done.Hits != 3 || done.Response == nil || done.Response.Status != 201 ||
+		string(done.Response.Body) != "ok" || done.Response.Header.Get("Content-Type") != "text/plain" ||
+		string(done.RequestBody) != `{"a":1}` || done.Attempts != nil || done.Request != nil {
+		t.Fatalf("done record after migration = %+v", done)
+	}
+	res, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "s", Key: "done", PayloadHash: "h1", Owner: "o2", Lease: time.Minute, TTL: time.Hour})
+	if err != nil || res.Outcome != dedupe.Duplicate {
+		t.Fatalf("Claim of the migrated done record = %v, %v; want duplicate", res.Outcome, err)
+	}
+
+	a := dedupe.Attempt{At: time.Now().Truncate(time.Millisecond), By: dedupe.AttemptBySender, Outcome: "released", Status: 502,
+		Duration: 1234567 * time.Nanosecond, Replica: "r1"}
+	if err := s.Release(ctx, "s", "busy", "o1", a); err != nil {
+		t.Fatalf("Release of a claim taken before the migration: %v", err)
+	}
+	busy, err := s.Get(ctx, "s", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy.State != dedupe.StateReleased || len(busy.Attempts) != 1 || busy.Attempts[0].Duration != a.Duration ||
+		!busy.Attempts[0].At.Equal(a.At) || busy.Attempts[0].Replica != "r1" {
+		t.Fatalf("released record = %+v", busy)
+	}
+
+	// Opening again finds nothing to do.
+	s2, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("second Open: %v", err)
+	}
+	s2.Close()
+}
+
+// Several processes opening one old file at once: each migration step runs
+// once, and every Open succeeds.
+func TestMigrateConcurrentOpens(t *testing.T) {
+	path := v1File(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- errors.Join(s.Ping(context.Background()), s.Close())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Open of a v1 file: %v", err)
+		}
+	}
+}
+
+// A file from a newer release is refused rather than written with an
+// older schema's idea of a record.
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "future.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if s, err := sqlite.Open(context.Background(), path); err == nil {
+		s.Close()
+		t.Fatal("Open of a newer schema succeeded")
+	}
+}
+
+// Claiming a released record: the new claim's hash, request and times,
+// and the event's history (attempts, takeovers) kept.
+func TestReclaimReleasedKeepsHistory(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hookonce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	claim := func(owner, hash string, lease time.Duration, body []byte, head *dedupe.StoredRequest) dedupe.ClaimResult {
+		t.Helper()
+		res, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "s", Key: "evt", PayloadHash: hash, Owner: owner,
+			Lease: lease, TTL: time.Hour, RequestBody: body, Request: head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := claim("o1", "h1", 50*time.Millisecond, []byte("one"), &dedupe.StoredRequest{Method: "POST", URI: "/a"})
+	time.Sleep(150 * time.Millisecond)
+	if res := claim("o2", "h1", time.Minute, nil, nil); res.Outcome != dedupe.TakenOver {
+		t.Fatalf("takeover = %v", res.Outcome)
+	}
+	if err := s.Release(ctx, "s", "evt", "o2", dedupe.Attempt{At: time.Now(), Outcome: "released", Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	head := &dedupe.StoredRequest{Method: "PUT", URI: "/b?x=1", Header: http.Header{"X-Sig": {"v"}}}
+	before := time.Now().Add(-time.Millisecond)
+	res := claim("o3", "h2", time.Minute, []byte("two"), head)
+	if res.Outcome != dedupe.Claimed {
+		t.Fatalf("claim of a released record = %v, want claimed", res.Outcome)
+	}
+	got, err := s.Get(ctx, "s", "evt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rec := range map[string]dedupe.Record{"claim result": res.Record, "Get": got} {
+		if rec.State != dedupe.StateProcessing || rec.Owner != "o3" || rec.PayloadHash != "h2" ||
+			string(rec.RequestBody) != "two" || rec.Request == nil || rec.Request.URI != "/b?x=1" || rec.Request.Header.Get("X-Sig") != "v" {
+			t.Fatalf("%s: re-claimed record = %+v", name, rec)
+		}
+		if rec.ReceivedAt.Before(before) || !rec.ReceivedAt.After(first.Record.ReceivedAt) ||
+			rec.ExpiresAt.Sub(rec.ReceivedAt) != time.Hour || !rec.LeaseUntil.After(rec.ReceivedAt) {
+			t.Fatalf("%s: times received %v lease %v expires %v, want those of a new claim", name, rec.ReceivedAt, rec.LeaseUntil, rec.ExpiresAt)
+		}
+		if rec.Takeovers != 1 || len(rec.Attempts) != 1 || rec.Attempts[0].Status != 503 || !rec.CompletedAt.IsZero() || rec.Response != nil {
+			t.Fatalf("%s: history not kept: %+v", name, rec)
+		}
+	}
+	// Without store_request_body the new claim keeps no request either.
+	if err := s.Release(ctx, "s", "evt", "o3", dedupe.Attempt{At: time.Now(), Outcome: "released"}); err != nil {
+		t.Fatal(err)
+	}
+	claim("o4", "h3", time.Minute, nil, nil)
+	if rec, err := s.Get(ctx, "s", "evt"); err != nil || rec.RequestBody != nil || rec.Request != nil || len(rec.Attempts) != 2 {
+		t.Fatalf("re-claim without a request kept %q %+v, attempts %d (%v)", rec.RequestBody, rec.Request, len(rec.Attempts), err)
+	}
+}
