@@ -154,7 +154,7 @@ func TestRetryableAnswersFreeTheClaim(t *testing.T) {
 			if got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"r"}`); got.Status != status {
 				t.Fatalf("sender saw %d, want %d", got.Status, status)
 			}
-			if _, err := get(t, store, "shop", "r"); !errors.Is(err, dedupe.ErrNotFound) {
+			if rec, err := get(t, store, "shop", "r"); err != nil || rec.State != dedupe.StateReleased {
 				t.Fatalf("claim not freed: %v", err)
 			}
 			if got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"r"}`); got.Status != 200 || got.Replayed() {
@@ -180,7 +180,7 @@ func TestUnreachableSite(t *testing.T) {
 	if got.Status != http.StatusBadGateway {
 		t.Fatalf("status %d, want 502", got.Status)
 	}
-	if _, err := get(t, store, "shop", "u"); !errors.Is(err, dedupe.ErrNotFound) {
+	if rec, err := get(t, store, "shop", "u"); err != nil || rec.State != dedupe.StateReleased {
 		t.Fatalf("claim kept for an unreachable site: %v", err)
 	}
 }
@@ -488,7 +488,7 @@ func TestCloseAbortsAndReleases(t *testing.T) {
 	if got.Status != http.StatusServiceUnavailable {
 		t.Fatalf("aborted delivery answered %d, want 503", got.Status)
 	}
-	if _, err := get(t, store, "shop", "drain"); !errors.Is(err, dedupe.ErrNotFound) {
+	if rec, err := get(t, store, "shop", "drain"); err != nil || rec.State != dedupe.StateReleased {
 		t.Fatalf("aborted claim not released: %v", err)
 	}
 }

@@ -53,8 +53,8 @@ senders:
 				t.Fatalf("first answer: %d replayed=%q", r1.StatusCode, r1.Header.Get("Idempotent-Replayed"))
 			}
 			recs, _ := store.List(context.Background(), dedupe.ListFilter{})
-			if len(recs) != 0 {
-				t.Fatalf("a failure answer left %d records (state %s)", len(recs), recs[0].State)
+			if len(recs) != 1 || recs[0].State != dedupe.StateReleased || recs[0].Response != nil || recs[0].LastAttempt().Outcome != "not_success" {
+				t.Fatalf("a failure answer left %+v; want one released record, nothing stored, attempt not_success", recs)
 			}
 			deliver()
 			r3 := deliver()

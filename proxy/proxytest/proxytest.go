@@ -5,7 +5,9 @@ package proxytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -217,4 +219,19 @@ func Post(t testing.TB, url, body string, header ...string) Reply {
 		t.Errorf("read answer: %v", err)
 	}
 	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// AssertFreed fails unless the claim on (sender, key) is free: no record,
+// or a released one (kept with its attempts, owned by nobody).
+func AssertFreed(t testing.TB, store dedupe.Store, sender, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := store.Get(ctx, sender, key)
+	if errors.Is(err, dedupe.ErrNotFound) {
+		return
+	}
+	if err != nil || rec.State != dedupe.StateReleased || rec.Owner != "" {
+		t.Errorf("claim on %s/%s not freed: %+v, %v", sender, key, rec, err)
+	}
 }
