@@ -66,7 +66,7 @@ func (s *Store) WaitChange(ctx context.Context, sender, key string) error {
 	if err != nil {
 		return unavailable("wait change", err)
 	}
-	if before == "" || before[0] != 'p' { // gone, done or unknown: nothing to wait for
+	if before == "" || before[0] != 'p' { // gone, done, unknown or released: nothing to wait for
 		return nil
 	}
 	tick := time.NewTicker(recheckInterval)

@@ -9,6 +9,14 @@
 // a stale owner whose lease was taken over can never overwrite the new owner's
 // record.
 //
+// A release keeps the record in state released (owner and lease cleared,
+// payload hash, request and attempts kept) until its ttl. The next claim of
+// it is a new claim whatever its payload: the record is re-owned, its hash,
+// request and request body become the new claim's, and its received time and
+// expiry are set as for a new record (received now, kept ttl from now), so
+// the dedupe window runs from the delivery that may complete it and List
+// shows it among the newest; its attempts, hits and takeovers stay.
+//
 // Key layout (prefix "hookonce:"; sender names are escaped so ":" and braces
 // cannot collide):
 //
@@ -25,6 +33,14 @@
 // the record and the store updates the indexes right after (an index entry can
 // then be missing if the process dies in between; the record and its
 // guarantees are unaffected).
+//
+// Record hash fields: st state, h payload hash, o owner, lo last owner (the
+// owner that completed, held or released it; a retried complete or hold is
+// recognised by it), lu lease until, ra received, ca completed, ea expires (times
+// in Unix ms), hi hits, to takeovers, rs/rh/rb/rt the stored response
+// (status, JSON headers, body, truncated), qb request body, qm request head
+// (JSON), at attempts (one JSON object per line, oldest first, at most
+// dedupe.MaxAttempts).
 //
 // This package never logs bodies or keys' payloads; it logs nothing at all.
 package redis
@@ -272,9 +288,17 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if req.RequestBody != nil {
 		keep, body = "1", string(req.RequestBody)
 	}
+	keepHead, head := "0", ""
+	if req.Request != nil {
+		b, err := json.Marshal(storedRequest{Method: req.Request.Method, URI: req.Request.URI, Header: req.Request.Header})
+		if err != nil {
+			return dedupe.ClaimResult{}, fmt.Errorf("claim %s/%s: encode request: %w", req.Sender, req.Key, err)
+		}
+		keepHead, head = "1", string(b)
+	}
 	r := newRef(req.Sender, req.Key)
 	res, err := claimScript.Run(ctx, s.client, s.keys(r, 5),
-		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body)...).StringSlice()
+		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head)...).StringSlice()
 	if err != nil {
 		return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), err)
 	}
@@ -307,8 +331,8 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	return dedupe.ClaimResult{Outcome: out, Record: rec}, nil
 }
 
-// indexCluster adds a new record to the indexes, which on Cluster live in
-// other slots than the record.
+// indexCluster adds a new (or re-claimed) record to the indexes, which on
+// Cluster live in other slots than the record.
 func (s *Store) indexCluster(ctx context.Context, r ref, rec dedupe.Record) error {
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		p.ZAdd(ctx, senderIndex(r.sender), goredis.Z{Score: float64(rec.ReceivedAt.UnixMilli()), Member: r.key})
@@ -334,7 +358,7 @@ func (s *Store) unindexCluster(ctx context.Context, r ref) error {
 }
 
 // Complete implements dedupe.Store.
-func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
 	hdr := ""
 	if len(resp.Header) > 0 {
 		b, err := json.Marshal(resp.Header)
@@ -347,20 +371,33 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	if resp.Truncated {
 		trunc = "1"
 	}
-	return s.finish(ctx, "complete", sender, key, owner, "done", resp.Status, hdr, string(resp.Body), trunc)
+	return s.finish(ctx, "complete", sender, key, owner, "done", att, resp.Status, hdr, string(resp.Body), trunc)
 }
 
 // Hold implements dedupe.Store.
-func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
-	return s.finish(ctx, "hold", sender, key, owner, "unknown", 0, "", "", "0")
+func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	return s.finish(ctx, "hold", sender, key, owner, "unknown", att, 0, "", "", "0")
 }
 
-func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string, status int, hdr, body, trunc string) error {
+// Release implements dedupe.Store: the record stays, released, until its
+// ttl; a second release (even a retry of this one) answers ErrNotOwner.
+func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	return s.finish(ctx, "release", sender, key, owner, "released", att, 0, "", "", "0")
+}
+
+// finish runs lua/finish.lua: owner's processing claim moves to state with
+// att appended, all in one step.
+func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string, att dedupe.Attempt, status int, hdr, body, trunc string) error {
 	if err := ctx.Err(); err != nil {
 		return unavailable(op, err)
 	}
+	line, err := encodeAttempt(att)
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: encode attempt: %w", op, sender, key, err)
+	}
 	r := newRef(sender, key)
-	n, err := finishScript.Run(ctx, s.client, s.keys(r, 1), r.args(state, owner, status, hdr, body, trunc)...).Int()
+	n, err := finishScript.Run(ctx, s.client, s.keys(r, 1),
+		r.args(state, owner, status, hdr, body, trunc, line, dedupe.MaxAttempts)...).Int()
 	if err != nil {
 		return unavailable(fmt.Sprintf("%s %s/%s", op, sender, key), err)
 	}
@@ -389,41 +426,16 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 	return nil
 }
 
-// remove runs the remove script; see lua/remove.lua for modes and answers.
-func (s *Store) remove(ctx context.Context, r ref, mode string, arg any) (string, error) {
-	res, err := removeScript.Run(ctx, s.client, s.keys(r, 4), r.args(mode, arg)...).Text()
-	if err != nil {
-		return "", err
-	}
-	if res == "removed" || res == "gone" && mode != "forget" {
-		if err := s.unindexCluster(ctx, r); err != nil {
-			return "", err
-		}
-	}
-	return res, nil
-}
-
-// Release implements dedupe.Store.
-func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
-	if err := ctx.Err(); err != nil {
-		return unavailable("release", err)
-	}
-	res, err := s.remove(ctx, newRef(sender, key), "release", owner)
-	if err != nil {
-		return unavailable(fmt.Sprintf("release %s/%s", sender, key), err)
-	}
-	if res != "removed" {
-		return fmt.Errorf("release %s/%s: %w", sender, key, dedupe.ErrNotOwner)
-	}
-	return nil
-}
-
-// Forget implements dedupe.Store.
+// Forget implements dedupe.Store (lua/remove.lua, mode forget).
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	if err := ctx.Err(); err != nil {
 		return unavailable("forget", err)
 	}
-	res, err := s.remove(ctx, newRef(sender, key), "forget", "")
+	r := newRef(sender, key)
+	res, err := removeScript.Run(ctx, s.client, s.keys(r, 4), r.args("forget", "")...).Text()
+	if err == nil && res == "removed" {
+		err = s.unindexCluster(ctx, r)
+	}
 	if err != nil {
 		return unavailable(fmt.Sprintf("forget %s/%s", sender, key), err)
 	}
@@ -533,6 +545,13 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 	if b, ok := m["qb"]; ok {
 		rec.RequestBody = []byte(b)
 	}
+	if q := m["qm"]; q != "" {
+		var sr storedRequest
+		if json.Unmarshal([]byte(q), &sr) == nil { // written by Claim; never malformed
+			rec.Request = &dedupe.StoredRequest{Method: sr.Method, URI: sr.URI, Header: sr.Header}
+		}
+	}
+	rec.Attempts = decodeAttempts(m["at"])
 	if rec.State == dedupe.StateDone {
 		resp := &dedupe.Response{Header: http.Header{}, Truncated: m["rt"] == "1"}
 		resp.Status, _ = strconv.Atoi(m["rs"])
@@ -545,4 +564,54 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 		rec.Response = resp
 	}
 	return rec
+}
+
+// storedRequest is dedupe.StoredRequest as the qm field keeps it.
+type storedRequest struct {
+	Method string      `json:"method"`
+	URI    string      `json:"uri"`
+	Header http.Header `json:"header,omitempty"`
+}
+
+// attempt is dedupe.Attempt as one line of the at field keeps it: At in Unix
+// milliseconds (0 for the zero time), Duration in nanoseconds.
+type attempt struct {
+	At       int64  `json:"at"`
+	By       string `json:"by,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+	Status   int    `json:"status,omitempty"`
+	Duration int64  `json:"duration_ns,omitempty"`
+	Replica  string `json:"replica,omitempty"`
+}
+
+// encodeAttempt gives att as one line of JSON (encoding/json escapes every
+// newline, so the line never splits).
+func encodeAttempt(att dedupe.Attempt) (string, error) {
+	a := attempt{By: att.By, Outcome: att.Outcome, Status: att.Status, Duration: int64(att.Duration), Replica: att.Replica}
+	if !att.At.IsZero() {
+		a.At = att.At.UnixMilli()
+	}
+	b, err := json.Marshal(a)
+	return string(b), err
+}
+
+// decodeAttempts reads the at field; a line that does not parse is skipped.
+func decodeAttempts(v string) []dedupe.Attempt {
+	if v == "" {
+		return nil
+	}
+	lines := strings.Split(v, "\n")
+	out := make([]dedupe.Attempt, 0, len(lines))
+	for _, l := range lines {
+		var a attempt
+		if l == "" || json.Unmarshal([]byte(l), &a) != nil {
+			continue
+		}
+		att := dedupe.Attempt{By: a.By, Outcome: a.Outcome, Status: a.Status, Duration: time.Duration(a.Duration), Replica: a.Replica}
+		if a.At != 0 {
+			att.At = time.UnixMilli(a.At)
+		}
+		out = append(out, att)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,12 @@ func TestNewRejectsBadURLs(t *testing.T) {
 	}
 }
 
+// att is an attempt as the proxy records it, with every field set.
+func att(outcome string) dedupe.Attempt {
+	return dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: outcome, Status: 200,
+		Duration: 250 * time.Millisecond, Replica: "test"}
+}
+
 func claimReq(sender, key, hash, owner string, lease time.Duration) dedupe.ClaimRequest {
 	return dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: hash, Owner: owner, Lease: lease, TTL: time.Hour}
 }
@@ -100,10 +107,10 @@ func TestStaleOwnerCannotOverwrite(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"A Complete", a.Complete(ctx, sender, key, "owner-A", respA)},
+		{"A Complete", a.Complete(ctx, sender, key, "owner-A", respA, att("processed"))},
 		{"A Renew", a.Renew(ctx, sender, key, "owner-A", time.Minute)},
-		{"A Hold", a.Hold(ctx, sender, key, "owner-A")},
-		{"A Release", a.Release(ctx, sender, key, "owner-A")},
+		{"A Hold", a.Hold(ctx, sender, key, "owner-A", att("ambiguous"))},
+		{"A Release", a.Release(ctx, sender, key, "owner-A", att("released"))},
 	}
 	for _, st := range steps {
 		if !errors.Is(st.err, dedupe.ErrNotOwner) {
@@ -118,10 +125,10 @@ func TestStaleOwnerCannotOverwrite(t *testing.T) {
 		t.Fatalf("after A's late writes the record is %+v, want B's processing claim", rec)
 	}
 
-	if err := b.Complete(ctx, sender, key, "owner-B", respB); err != nil {
+	if err := b.Complete(ctx, sender, key, "owner-B", respB, att("processed")); err != nil {
 		t.Fatalf("B Complete: %v", err)
 	}
-	if err := a.Complete(ctx, sender, key, "owner-A", respA); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := a.Complete(ctx, sender, key, "owner-A", respA, att("processed")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("A Complete after B's: err = %v, want ErrNotOwner", err)
 	}
 	for _, s := range []dedupe.Store{a, b} {
@@ -144,12 +151,134 @@ func TestClaimRetryIsIdempotent(t *testing.T) {
 	mustClaim(t, s, claimReq(sender, "k", "h", "o2", time.Minute), dedupe.InProgress)
 	ctx := ctxT(t, 5*time.Second)
 	for i := 0; i < 2; i++ {
-		if err := s.Complete(ctx, sender, "k", "o1", dedupe.Response{Status: 200}); err != nil {
+		if err := s.Complete(ctx, sender, "k", "o1", dedupe.Response{Status: 200}, att("processed")); err != nil {
 			t.Fatalf("Complete #%d: %v", i+1, err)
 		}
 	}
-	if err := s.Complete(ctx, sender, "k", "o2", dedupe.Response{Status: 200}); !errors.Is(err, dedupe.ErrNotOwner) {
+	if err := s.Complete(ctx, sender, "k", "o2", dedupe.Response{Status: 200}, att("processed")); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("Complete by another owner after done: err = %v, want ErrNotOwner", err)
+	}
+	// The retried completion was recognised, not applied twice.
+	rec, err := s.Get(ctx, sender, "k")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if len(rec.Attempts) != 1 {
+		t.Fatalf("attempts after a retried Complete = %+v, want 1", rec.Attempts)
+	}
+}
+
+// TestReleasedRecord follows one event through a takeover, a release and a
+// later claim with another payload and no stored request, on a single node
+// and through a Cluster client (whose indexes are written outside the
+// scripts): what the released record keeps, what the new claim replaces,
+// that it keeps its ttl in Redis, and that it moves to the top of List.
+func TestReleasedRecord(t *testing.T) {
+	single := redistest.Shared(t)
+	cluster := redistest.StartCluster(t)
+	for _, tt := range []struct {
+		name string
+		srv  *redistest.Server
+		url  string
+	}{{"single", single, single.URL()}, {"cluster", cluster, cluster.ClusterURL()}} {
+		t.Run(tt.name, func(t *testing.T) { testReleasedRecord(t, tt.srv, tt.url) })
+	}
+}
+
+func testReleasedRecord(t *testing.T, srv *redistest.Server, url string) {
+	s := mustOpen(t, url)
+	ctx := ctxT(t, 10*time.Second)
+	sender := fmt.Sprintf("released-%d", time.Now().UnixNano())
+
+	first := claimReq(sender, "evt", "h1", "owner-A", 150*time.Millisecond)
+	first.RequestBody = []byte(`{"id":"evt"}`)
+	first.Request = &dedupe.StoredRequest{Method: "POST", URI: "/hook?x=1", Header: http.Header{"X-Sig": {"s"}}}
+	mustClaim(t, s, first, dedupe.Claimed)
+	time.Sleep(400 * time.Millisecond)
+	taken := claimReq(sender, "evt", "h1", "owner-B", time.Minute)
+	taken.RequestBody = []byte("ignored: a takeover keeps the claimed request")
+	mustClaim(t, s, taken, dedupe.TakenOver)
+	mustClaim(t, s, claimReq(sender, "mid", "h", "owner-M", time.Minute), dedupe.Claimed)
+
+	// Fields an encoding could lose: a zero time, a duration with more
+	// digits than Lua's cjson keeps in a number (14), a newline in a string
+	// (attempts are kept one JSON object per line).
+	odd := dedupe.Attempt{By: dedupe.AttemptByOperator, Outcome: "released", Status: 502,
+		Duration: 30*time.Hour + 123456789*time.Nanosecond, Replica: "host\nname"}
+	if err := s.Release(ctx, sender, "evt", "owner-B", odd); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	rel, err := s.Get(ctx, sender, "evt")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if rel.State != dedupe.StateReleased || rel.Owner != "" || !rel.LeaseUntil.IsZero() || rel.PayloadHash != "h1" ||
+		rel.Takeovers != 1 || rel.Response != nil || string(rel.RequestBody) != `{"id":"evt"}` ||
+		rel.Request == nil || rel.Request.URI != "/hook?x=1" || rel.Request.Header.Get("X-Sig") != "s" {
+		t.Fatalf("released record = %+v", rel)
+	}
+	if len(rel.Attempts) != 1 || !rel.Attempts[0].At.IsZero() || rel.Attempts[0] != odd {
+		t.Fatalf("attempts = %+v, want [%+v]", rel.Attempts, odd)
+	}
+	// The record keeps its ttl (an hour), not the lease nor no expiry.
+	pttl := strings.TrimPrefix(srv.Do(t, "PTTL", "hookonce:{"+sender+":evt}"), ":")
+	if ms, err := strconv.ParseInt(pttl, 10, 64); err != nil || ms <= 0 || ms > time.Hour.Milliseconds() ||
+		time.Duration(ms)*time.Millisecond < time.Until(rel.ExpiresAt)-time.Minute {
+		t.Fatalf("PTTL of the released record = %s, want about %v", pttl, time.Until(rel.ExpiresAt))
+	}
+	if got, err := s.List(ctx, dedupe.ListFilter{Sender: sender, State: dedupe.StateReleased}); err != nil || len(got) != 1 || got[0].Key != "evt" {
+		t.Fatalf("List(released) = %v, %v", got, err)
+	}
+
+	time.Sleep(5 * time.Millisecond)
+	again := claimReq(sender, "evt", "h2", "owner-C", time.Minute)
+	res := mustClaim(t, s, again, dedupe.Claimed)
+	// A retried claim (lost reply) finds its own owner; nothing changes.
+	if retry := mustClaim(t, s, again, dedupe.Claimed); fmt.Sprint(retry.Record) != fmt.Sprint(res.Record) {
+		t.Fatalf("retried claim changed the record:\n%+v\n%+v", retry.Record, res.Record)
+	}
+	rec := res.Record
+	if rec.State != dedupe.StateProcessing || rec.Owner != "owner-C" || rec.PayloadHash != "h2" ||
+		rec.Request != nil || rec.RequestBody != nil || rec.Takeovers != 1 || len(rec.Attempts) != 1 {
+		t.Fatalf("re-claimed record = %+v", rec)
+	}
+	if !rec.ReceivedAt.After(rel.ReceivedAt) || !rec.ExpiresAt.After(rel.ExpiresAt) {
+		t.Fatalf("re-claim kept the old times: received %v→%v, expires %v→%v", rel.ReceivedAt, rec.ReceivedAt, rel.ExpiresAt, rec.ExpiresAt)
+	}
+	all, err := s.List(ctx, dedupe.ListFilter{Sender: sender})
+	if err != nil || len(all) != 2 || all[0].Key != "evt" || all[1].Key != "mid" {
+		t.Fatalf("List after the re-claim = %v, %v; want evt (received again) before mid", all, err)
+	}
+	// The first owner's release is spent: B cannot release or complete it.
+	if err := s.Release(ctx, sender, "evt", "owner-B", att("released")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Release by the previous owner = %v, want ErrNotOwner", err)
+	}
+	if err := s.Complete(ctx, sender, "evt", "owner-C", dedupe.Response{Status: 200}, att("processed")); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	done, err := s.Get(ctx, sender, "evt")
+	if err != nil || len(done.Attempts) != 2 || done.Attempts[0] != odd || done.LastAttempt().Outcome != "processed" {
+		t.Fatalf("done record attempts = %+v, %v", done.Attempts, err)
+	}
+}
+
+// TestPurgeReleased: a released record past its ttl goes like any other.
+func TestPurgeReleased(t *testing.T) {
+	srv := redistest.Start(t) // alone: Purge is store-wide
+	s := mustOpen(t, srv.URL())
+	ctx := ctxT(t, 10*time.Second)
+	r := claimReq("purge", "rel", "h", "o", time.Minute)
+	r.TTL = 100 * time.Millisecond
+	mustClaim(t, s, r, dedupe.Claimed)
+	if err := s.Release(ctx, "purge", "rel", "o", att("released")); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n, err := s.Purge(ctx, dedupe.PurgeRequest{}); err != nil || n != 1 {
+		t.Fatalf("Purge = %d, %v; want the released record", n, err)
+	}
+	if _, err := s.Get(ctx, "purge", "rel"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Fatalf("Get after purge: %v", err)
 	}
 }
 
@@ -177,7 +306,7 @@ func TestOutage(t *testing.T) {
 					return err
 				},
 				"Complete": func(ctx context.Context) error {
-					return s.Complete(ctx, sender, "before", "o", dedupe.Response{Status: 200})
+					return s.Complete(ctx, sender, "before", "o", dedupe.Response{Status: 200}, att("processed"))
 				},
 				"Get": func(ctx context.Context) error {
 					_, err := s.Get(ctx, sender, "before")
@@ -254,7 +383,7 @@ func TestWaitChangeWakesOnComplete(t *testing.T) {
 		}()
 	}
 	waitNumSub(t, srv, channel, ":1") // five waiters, one subscription
-	if err := holder.Complete(ctx, sender, "evt", "o", dedupe.Response{Status: 200}); err != nil {
+	if err := holder.Complete(ctx, sender, "evt", "o", dedupe.Response{Status: 200}, att("processed")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	wg.Wait()
@@ -273,7 +402,7 @@ func TestWaitChange(t *testing.T) {
 	sender := fmt.Sprintf("waitcases-%d", time.Now().UnixNano())
 	mustClaim(t, s, claimReq(sender, "held", "h", "o", time.Minute), dedupe.Claimed)
 	mustClaim(t, s, claimReq(sender, "done", "h", "o", time.Minute), dedupe.Claimed)
-	if err := s.Complete(ctxT(t, 5*time.Second), sender, "done", "o", dedupe.Response{Status: 200}); err != nil {
+	if err := s.Complete(ctxT(t, 5*time.Second), sender, "done", "o", dedupe.Response{Status: 200}, att("processed")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	tests := []struct {
@@ -307,7 +436,7 @@ func TestWaitChange(t *testing.T) {
 			if op == "forget" {
 				err = s.Forget(ctx, sender, key)
 			} else {
-				err = s.Release(ctx, sender, key, "o")
+				err = s.Release(ctx, sender, key, "o", att("released"))
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", op, err)
@@ -372,7 +501,7 @@ func TestWaitChangeAfterRestart(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- s.WaitChange(ctxT(t, 30*time.Second), "restart", key) }()
 		waitNumSub(t, srv, "hookonce:n:{restart:"+key+"}", ":1")
-		if err := other.Complete(ctxT(t, 5*time.Second), "restart", key, "o", dedupe.Response{Status: 200}); err != nil {
+		if err := other.Complete(ctxT(t, 5*time.Second), "restart", key, "o", dedupe.Response{Status: 200}, att("processed")); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 		if err := <-done; err != nil {
@@ -414,7 +543,7 @@ func TestConformanceCluster(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- waiter.WaitChange(ctxT(t, 30*time.Second), "cl", "evt") }()
 		waitNumSub(t, srv, "hookonce:n:{cl:evt}", ":1")
-		if err := holder.Complete(ctxT(t, 5*time.Second), "cl", "evt", "o", dedupe.Response{Status: 200}); err != nil {
+		if err := holder.Complete(ctxT(t, 5*time.Second), "cl", "evt", "o", dedupe.Response{Status: 200}, att("processed")); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 		if err := <-done; err != nil {
@@ -440,7 +569,7 @@ func TestPurgePagesPastLiveLeases(t *testing.T) {
 		key := fmt.Sprintf("old-%d", i)
 		mustClaim(t, s, short(key, 10*time.Millisecond), dedupe.Claimed)
 		if i%2 == 0 { // half done, half dead claims
-			if err := s.Complete(ctx, "purge", key, "o-"+key, dedupe.Response{Status: 200}); err != nil {
+			if err := s.Complete(ctx, "purge", key, "o-"+key, dedupe.Response{Status: 200}, att("processed")); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
 		}

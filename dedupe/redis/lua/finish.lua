@@ -1,24 +1,37 @@
--- Complete or hold a processing claim that ARGV[6] owns.
+-- Complete, hold or release a processing claim that ARGV[6] owns, appending
+-- the attempt in the same step.
 -- KEYS[1] record hash
 -- ARGV: 1 member, 2 key, 3 sender, 4 channel,
---       5 "done" | "unknown", 6 owner, 7 status, 8 headers, 9 body, 10 truncated "1"/"0"
--- Returns 1 when applied (or already applied by this owner), 0 when the owner
--- does not hold the claim.
+--       5 "done" | "unknown" | "released", 6 owner,
+--       7 status, 8 headers, 9 body, 10 truncated "1"/"0" (done only),
+--       11 attempt (one line of JSON), 12 attempts kept at most
+-- Returns 1 when applied (or, for done and unknown, already applied by this
+-- owner), 0 when the owner does not hold the claim.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rec = KEYS[1]
-local cur = redis.call('HMGET', rec, 'st', 'o', 'lo', 'ea')
+local rec, state, owner = KEYS[1], ARGV[5], ARGV[6]
+local cur = redis.call('HMGET', rec, 'st', 'o', 'lo', 'ea', 'at')
 if not cur[1] then return 0 end
--- A retry of a write whose reply was lost finds it done by this owner.
-if cur[1] == ARGV[5] and cur[3] == ARGV[6] then return 1 end
-if cur[1] ~= 'processing' or cur[2] ~= ARGV[6] then return 0 end
-if ARGV[5] == 'done' then
-  redis.call('HSET', rec, 'st', 'done', 'o', '', 'lo', ARGV[6], 'lu', 0, 'ca', now,
+-- A retry of a write whose reply was lost finds it done by this owner. Not
+-- for a release: a released record is claimable by anyone, so a second
+-- release is refused (the caller treats that as "already free").
+if state ~= 'released' and cur[1] == state and cur[3] == owner then return 1 end
+if cur[1] ~= 'processing' or cur[2] ~= owner then return 0 end
+if state == 'done' then
+  redis.call('HSET', rec, 'st', 'done', 'o', '', 'lo', owner, 'lu', 0, 'ca', now,
     'rs', ARGV[7], 'rh', ARGV[8], 'rb', ARGV[9], 'rt', ARGV[10])
 else
-  redis.call('HSET', rec, 'st', 'unknown', 'o', '', 'lo', ARGV[6], 'lu', 0)
+  redis.call('HSET', rec, 'st', state, 'o', '', 'lo', owner, 'lu', 0)
 end
+-- Attempts are lines of JSON, oldest first; the latest ARGV[12] stay.
+local lines = {}
+if cur[5] and cur[5] ~= '' then
+  for line in string.gmatch(cur[5], '[^\n]+') do lines[#lines + 1] = line end
+end
+lines[#lines + 1] = ARGV[11]
+local from = math.max(1, #lines - tonumber(ARGV[12]) + 1)
+redis.call('HSET', rec, 'at', table.concat(lines, '\n', from, #lines))
 -- The lease no longer keeps the record: it lives until its ttl.
 redis.call('PEXPIREAT', rec, tonumber(cur[4]))
-redis.call('PUBLISH', ARGV[4], ARGV[5])
+redis.call('PUBLISH', ARGV[4], state)
 return 1

@@ -1,11 +1,12 @@
--- Remove a record: release by its owner, forget by an operator, or purge.
+-- Remove a record: forget by an operator, or purge.
 -- KEYS[1] record hash
 -- KEYS[2..4] (optional, absent on Cluster) idx:{sender}, idx, exp
 -- ARGV: 1 member, 2 key, 3 sender, 4 channel,
---       5 mode: "release" | "forget" | "expired" | "before"
---       6 owner (release) or cut in ms (before)
--- Returns "removed", "gone" (no record; index entries dropped), "kept"
--- (a live lease, or not past its ttl), or "notowner".
+--       5 mode: "forget" | "expired" | "before"
+--       6 cut in ms (before)
+-- Returns "removed", "gone" (no record; index entries dropped) or "kept"
+-- (a live lease, or not past its ttl). A released record is removed like any
+-- other: it holds no lease.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rec, mode = KEYS[1], ARGV[5]
@@ -20,15 +21,12 @@ end
 
 local cur = redis.call('HMGET', rec, 'st', 'o', 'lu', 'ea', 'ra')
 if not cur[1] then
-  if mode == 'release' then return 'notowner' end
   if mode ~= 'forget' then unindex() end
   return 'gone'
 end
-local st, o = cur[1], cur[2]
+local st = cur[1]
 local lu, ea, ra = tonumber(cur[3]) or 0, tonumber(cur[4]) or 0, tonumber(cur[5]) or 0
-if mode == 'release' then
-  if st ~= 'processing' or o ~= ARGV[6] then return 'notowner' end
-elseif mode == 'expired' or mode == 'before' then
+if mode == 'expired' or mode == 'before' then
   if st == 'processing' and lu > now then return 'kept' end
   if mode == 'expired' and ea > now then return 'kept' end
   if mode == 'before' and ra >= tonumber(ARGV[6]) then return 'kept' end
