@@ -236,7 +236,8 @@ type Store interface {
 	// Claim atomically decides one delivery against what is stored:
 	//   - no record, or an expired one          → Claimed (record created, processing)
 	//   - released, any payload hash            → Claimed (record re-owned, processing,
-	//                                             hash and request replaced, attempts kept)
+	//                                             hash, request, ReceivedAt and ExpiresAt as for
+	//                                             a new claim; Attempts, Hits, Takeovers kept)
 	//   - other payload hash, any state          → Conflicting (nothing written)
 	//   - done, same hash                        → Duplicate (nothing written)
 	//   - processing, same hash, lease alive     → InProgress (nothing written)
