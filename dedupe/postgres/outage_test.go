@@ -64,7 +64,7 @@ func TestOutageStopStart(t *testing.T) {
 	if _, err := s.Claim(ctxFor(t, 5*time.Second), before); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctxFor(t, 5*time.Second), "s", "before", before.Owner, dedupe.Response{Status: 200, Body: []byte("ok")}); err != nil {
+	if err := s.Complete(ctxFor(t, 5*time.Second), "s", "before", before.Owner, dedupe.Response{Status: 200, Body: []byte("ok")}, testAttempt("processed")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestOutageStopStart(t *testing.T) {
 		_ = i
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	err := s.Complete(ctx, "s", "before", before.Owner, dedupe.Response{Status: 200})
+	err := s.Complete(ctx, "s", "before", before.Owner, dedupe.Response{Status: 200}, testAttempt("processed"))
 	cancel()
 	mustUnavailable(t, "Complete with the database stopped", err, 0, deadline)
 	if err := s.Ping(ctxFor(t, deadline)); !errors.Is(err, dedupe.ErrUnavailable) {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strings"
@@ -197,7 +198,48 @@ func isUnavailable(err error) bool {
 // Column list shared by every read of a record.
 const recordCols = `sender, key, state, payload_hash, COALESCE(owner, ''), lease_until,
 	received_at, completed_at, expires_at, hits, takeovers,
-	resp_status, resp_headers, resp_body, resp_truncated, request_body`
+	resp_status, resp_headers, resp_body, resp_truncated, request_body,
+	request_head, attempts`
+
+// attemptJSON is one element of the attempts column. Times keep every digit
+// Go gives them (RFC 3339 with nanoseconds), durations are whole
+// nanoseconds: every field round-trips exactly.
+type attemptJSON struct {
+	At         time.Time `json:"at"`
+	By         string    `json:"by"`
+	Outcome    string    `json:"outcome"`
+	Status     int       `json:"status"`
+	DurationNS int64     `json:"duration_ns"`
+	Replica    string    `json:"replica"`
+}
+
+// requestHeadJSON is the request_head column.
+type requestHeadJSON struct {
+	Method string      `json:"method"`
+	URI    string      `json:"uri"`
+	Header http.Header `json:"header"`
+}
+
+func encodeAttempt(a dedupe.Attempt) (string, error) {
+	b, err := json.Marshal(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+		DurationNS: int64(a.Duration), Replica: a.Replica})
+	if err != nil {
+		return "", fmt.Errorf("encode attempt: %w", err)
+	}
+	return string(b), nil
+}
+
+// encodeRequestHead answers nil (SQL NULL) when no request is to be kept.
+func encodeRequestHead(r *dedupe.StoredRequest) ([]byte, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	if err != nil {
+		return nil, fmt.Errorf("encode request head: %w", err)
+	}
+	return b, nil
+}
 
 // scanRecord scans recordCols, after the extra destinations given first.
 func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
@@ -207,11 +249,12 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 		lease, completed   *time.Time
 		status             *int32
 		headers, body, req []byte
+		head, attempts     []byte
 		truncated          bool
 	)
 	dest := append(extra, &r.Sender, &r.Key, &state, &r.PayloadHash, &r.Owner, &lease,
 		&r.ReceivedAt, &completed, &r.ExpiresAt, &r.Hits, &r.Takeovers,
-		&status, &headers, &body, &truncated, &req)
+		&status, &headers, &body, &truncated, &req, &head, &attempts)
 	if err := row.Scan(dest...); err != nil {
 		return dedupe.Record{}, err
 	}
@@ -223,6 +266,26 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 		r.CompletedAt = *completed
 	}
 	r.RequestBody = req
+	if head != nil {
+		var h requestHeadJSON
+		if err := json.Unmarshal(head, &h); err != nil {
+			return dedupe.Record{}, fmt.Errorf("decode stored request head: %w", err)
+		}
+		r.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}
+	}
+	if len(attempts) > 0 {
+		var as []attemptJSON
+		if err := json.Unmarshal(attempts, &as); err != nil {
+			return dedupe.Record{}, fmt.Errorf("decode stored attempts: %w", err)
+		}
+		if len(as) > 0 {
+			r.Attempts = make([]dedupe.Attempt, len(as))
+			for i, a := range as {
+				r.Attempts[i] = dedupe.Attempt{At: a.At, By: a.By, Outcome: a.Outcome, Status: a.Status,
+					Duration: time.Duration(a.DurationNS), Replica: a.Replica}
+			}
+		}
+	}
 	if status != nil {
 		resp := &dedupe.Response{Status: int(*status), Body: body, Truncated: truncated}
 		if len(headers) > 0 {
@@ -239,10 +302,21 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // The conditions under which a stored row gives way to a claim, judged at
-// time T: the record is past its ttl (and no live lease protects it), or it
-// is processing under an expired lease with the same payload hash.
+// time T: the record is past its ttl (and no live lease protects it), it was
+// released (any payload hash), or it is processing under an expired lease
+// with the same payload hash.
 func freshCond(r, t string) string {
 	return fmt.Sprintf("(%[1]s.expires_at <= %[2]s AND NOT (%[1]s.state = 'processing' AND %[1]s.lease_until > %[2]s))", r, t)
+}
+
+func releasedCond(r string) string {
+	return fmt.Sprintf("(%s.state = 'released')", r)
+}
+
+// newCond: the claim starts the record afresh (an expired or a released
+// one) rather than taking over a claim in flight.
+func newCond(r, t string) string {
+	return "(" + freshCond(r, t) + " OR " + releasedCond(r) + ")"
 }
 
 func takeoverCond(r, t, hash string) string {
@@ -254,7 +328,7 @@ func takeoverCond(r, t, hash string) string {
 // in-progress or a held delivery is answered from this one primary-key read:
 // nothing is written or locked.
 var readSQL = `
-SELECT (` + freshCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
+SELECT (` + newCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
 FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
 WHERE r.sender = $1::text AND r.key = $2::text`
 
@@ -262,40 +336,54 @@ WHERE r.sender = $1::text AND r.key = $2::text`
 // no row or one that gives way. Its ON CONFLICT … DO UPDATE re-decides on the
 // latest committed row version under the row lock, so that of any number of
 // concurrent claimers (in any number of processes) exactly one wins a free
-// key or an expired lease; the others get no row back. EXCLUDED.received_at
-// is the database clock at the insert.
+// key, a released record or an expired lease; the others get no row back.
+// EXCLUDED.received_at is the database clock at the insert.
+//
+// A released record is claimed as a new one: payload hash, request body and
+// head are the new delivery's, received_at and expires_at are set as for a
+// new record (now, now + ttl: the retry is a delivery of its own, and its
+// answer must be kept a full ttl), hits and takeovers start again from 0
+// (they count replays and takeovers of the claim at hand); only the
+// attempts are kept. A record past its ttl is gone as far as the contract
+// goes: it starts with no attempts, released or not.
 var claimSQL = `
 INSERT INTO hookonce_records AS r
-	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body)
+	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
 SELECT $1::text, $2::text, 'processing', $3::text, $4::text,
 	n.t + $5::bigint * interval '1 microsecond', n.t,
-	n.t + $6::bigint * interval '1 microsecond', $7::bytea
+	n.t + $6::bigint * interval '1 microsecond', $7::bytea, $8::jsonb
 FROM (SELECT clock_timestamp() AS t) n
 ON CONFLICT (sender, key) DO UPDATE SET
 	state = 'processing',
 	owner = EXCLUDED.owner,
 	lease_until = EXCLUDED.lease_until,
 	payload_hash = EXCLUDED.payload_hash,
-	received_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.received_at ELSE r.received_at END,
-	expires_at = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.expires_at ELSE r.expires_at END,
+	received_at = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.received_at ELSE r.received_at END,
+	expires_at = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.expires_at ELSE r.expires_at END,
 	completed_at = NULL,
-	hits = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.hits END,
-	takeovers = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.takeovers + 1 END,
+	hits = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.hits END,
+	takeovers = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN 0 ELSE r.takeovers + 1 END,
 	resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
-	request_body = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END
-WHERE ` + freshCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
+	request_body = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END,
+	request_head = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_head ELSE r.request_head END,
+	attempts = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.attempts ELSE r.attempts END
+WHERE ` + newCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
 RETURNING ` + recordCols
 
 // Claim implements dedupe.Store.
 //
 // A read decides every case that writes nothing; only a new key, an
-// expired record or an expired lease goes on to the claim statement, which
-// re-decides atomically. When that statement returns no row (another
-// claimer won, or the row changed in between), the loop reads again in a new
-// statement; a row that vanished or expired in between is tried again, at
-// most claimAttempts times.
+// expired or released record or an expired lease goes on to the claim
+// statement, which re-decides atomically. When that statement returns no
+// row (another claimer won, or the row changed in between), the loop reads
+// again in a new statement; a row that vanished or expired in between is
+// tried again, at most claimAttempts times.
 func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	op := "claim " + req.Sender + "/" + req.Key
+	head, err := encodeRequestHead(req.Request)
+	if err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", op, err)
+	}
 	for range claimAttempts {
 		var claimable bool
 		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
@@ -306,7 +394,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			return dedupe.ClaimResult{}, fail(op, err)
 		}
 		rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody))
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head))
 		switch {
 		case err == nil:
 			return ownClaim(rec), nil
@@ -370,14 +458,28 @@ func (s *Store) fenced(ctx context.Context, op, sender, key, query string, args 
 
 const ownerWhere = ` WHERE sender = $1 AND key = $2 AND owner = $3 AND state = 'processing'`
 
+// appendAttempt is the attempts column with the attempt in parameter p
+// appended and only the latest dedupe.MaxAttempts kept, oldest first. It
+// runs in the fenced UPDATE itself, on the row it locked: no read-modify-
+// write from the client.
+func appendAttempt(p string) string {
+	return fmt.Sprintf(`(SELECT COALESCE(jsonb_agg(a.e ORDER BY a.i), '[]'::jsonb)
+		FROM jsonb_array_elements(attempts || jsonb_build_array(%[1]s::jsonb)) WITH ORDINALITY AS a(e, i)
+		WHERE a.i > jsonb_array_length(attempts) + 1 - %[2]d)`, p, dedupe.MaxAttempts)
+}
+
 // Complete implements dedupe.Store.
-func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response) error {
+func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
 	var headers []byte
 	if len(resp.Header) > 0 {
 		var err error
 		if headers, err = json.Marshal(resp.Header); err != nil {
 			return fmt.Errorf("postgres complete %s/%s: encode headers: %w", sender, key, err)
 		}
+	}
+	a, err := encodeAttempt(att)
+	if err != nil {
+		return fmt.Errorf("postgres complete %s/%s: %w", sender, key, err)
 	}
 	body := resp.Body
 	if body == nil {
@@ -386,20 +488,33 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	return s.fenced(ctx, "complete", sender, key, `
 		UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
 			completed_at = clock_timestamp(), resp_status = $4, resp_headers = $5::jsonb,
-			resp_body = $6, resp_truncated = $7`+ownerWhere,
-		sender, key, owner, int32(resp.Status), headers, body, resp.Truncated)
+			resp_body = $6, resp_truncated = $7, attempts = `+appendAttempt("$8")+ownerWhere,
+		sender, key, owner, int32(resp.Status), headers, body, resp.Truncated, a)
 }
 
-// Release implements dedupe.Store.
-func (s *Store) Release(ctx context.Context, sender, key, owner string) error {
-	return s.fenced(ctx, "release", sender, key, `DELETE FROM hookonce_records`+ownerWhere, sender, key, owner)
+// Release implements dedupe.Store: the record stays, released, with its
+// payload hash, request and attempts; the next delivery claims it as new.
+func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	a, err := encodeAttempt(att)
+	if err != nil {
+		return fmt.Errorf("postgres release %s/%s: %w", sender, key, err)
+	}
+	return s.fenced(ctx, "release", sender, key, `
+		UPDATE hookonce_records SET state = 'released', owner = NULL, lease_until = NULL,
+			attempts = `+appendAttempt("$4")+ownerWhere,
+		sender, key, owner, a)
 }
 
 // Hold implements dedupe.Store.
-func (s *Store) Hold(ctx context.Context, sender, key, owner string) error {
-	return s.fenced(ctx, "hold", sender, key,
-		`UPDATE hookonce_records SET state = 'unknown', owner = NULL, lease_until = NULL`+ownerWhere,
-		sender, key, owner)
+func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	a, err := encodeAttempt(att)
+	if err != nil {
+		return fmt.Errorf("postgres hold %s/%s: %w", sender, key, err)
+	}
+	return s.fenced(ctx, "hold", sender, key, `
+		UPDATE hookonce_records SET state = 'unknown', owner = NULL, lease_until = NULL,
+			attempts = `+appendAttempt("$4")+ownerWhere,
+		sender, key, owner, a)
 }
 
 // Renew implements dedupe.Store.

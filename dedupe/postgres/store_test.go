@@ -19,6 +19,12 @@ var ownerN atomic.Int64
 
 func newOwner() string { return fmt.Sprintf("o-%d-%d", time.Now().UnixNano(), ownerN.Add(1)) }
 
+// testAttempt is an attempt as the proxy would record it.
+func testAttempt(outcome string) dedupe.Attempt {
+	return dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: outcome, Status: 200,
+		Duration: 10 * time.Millisecond, Replica: "test"}
+}
+
 func claimReq(key, hash string) dedupe.ClaimRequest {
 	return dedupe.ClaimRequest{Sender: "s", Key: key, PayloadHash: hash, Owner: newOwner(), Lease: time.Minute, TTL: time.Hour}
 }
@@ -136,7 +142,7 @@ func TestAnswersFromAReadWriteNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.done {
-				if err := s.Complete(ctx, "s", key, first.Owner, dedupe.Response{Status: 200}); err != nil {
+				if err := s.Complete(ctx, "s", key, first.Owner, dedupe.Response{Status: 200}, testAttempt("processed")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -193,7 +199,7 @@ func TestChurnNeverTwoHolders(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 				holders[k].Add(-1)
-				if err := s.Release(context.Background(), "s", r.Key, r.Owner); err != nil {
+				if err := s.Release(context.Background(), "s", r.Key, r.Owner, testAttempt("released")); err != nil {
 					t.Errorf("Release by the holder: %v", err)
 				}
 			}
@@ -278,7 +284,7 @@ func TestLeastPrivilegeRoleServesMigratedDatabase(t *testing.T) {
 	if res, err := s.Claim(ctx, r); err != nil || res.Outcome != dedupe.Claimed {
 		t.Fatalf("Claim as %s: %v, %v", role, res.Outcome, err)
 	}
-	if err := s.Complete(ctx, "s", "k", r.Owner, dedupe.Response{Status: 200}); err != nil {
+	if err := s.Complete(ctx, "s", "k", r.Owner, dedupe.Response{Status: 200}, testAttempt("processed")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RecordConflict(ctx, dedupe.Conflict{Sender: "s", Key: "k", StoredHash: "h", ReceivedHash: "x"}); err != nil {
