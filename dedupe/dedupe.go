@@ -161,8 +161,9 @@ type ClaimRequest struct {
 type Outcome int
 
 const (
-	// Claimed: the key was new (or its record had expired); the caller now
-	// owns a processing claim and must Complete, Release or Hold it.
+	// Claimed: the key was new (or its record had expired, or was
+	// released); the caller now owns a processing claim and must Complete,
+	// Release or Hold it.
 	Claimed Outcome = iota + 1
 	// TakenOver: the key was processing under an expired lease and the same
 	// payload hash; the caller now owns the claim (Takeovers was incremented).
@@ -237,7 +238,8 @@ type Store interface {
 	//   - no record, or an expired one          → Claimed (record created, processing)
 	//   - released, any payload hash            → Claimed (record re-owned, processing,
 	//                                             hash, request, ReceivedAt and ExpiresAt as for
-	//                                             a new claim; Attempts, Hits, Takeovers kept)
+	//                                             a new claim; Attempts kept — they are the history;
+	//                                             Takeovers may restart from 0)
 	//   - other payload hash, any state          → Conflicting (nothing written)
 	//   - done, same hash                        → Duplicate (nothing written)
 	//   - processing, same hash, lease alive     → InProgress (nothing written)
