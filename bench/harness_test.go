@@ -184,7 +184,7 @@ func (r *rig) storeNew(b *testing.B, conc int) {
 		if res.Outcome != dedupe.Claimed {
 			return fmt.Errorf("claim %s = %v", key, res.Outcome)
 		}
-		return r.store.Complete(ctx, sender, key, owner, storedResp)
+		return r.store.Complete(ctx, sender, key, owner, storedResp, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "processed", Status: 200})
 	})
 }
 
