@@ -199,7 +199,7 @@ func (r *rig) storeDuplicate(b *testing.B, conc int) {
 		if _, err := r.store.Claim(ctx, dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: "h", Owner: "o", Lease: time.Minute, TTL: time.Hour}); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.store.Complete(ctx, sender, key, "o", storedResp); err != nil {
+		if err := r.store.Complete(ctx, sender, key, "o", storedResp, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "processed", Status: 200}); err != nil {
 			b.Fatal(err)
 		}
 	}
