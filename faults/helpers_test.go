@@ -262,6 +262,20 @@ func (p *proc) find(match func(line string, l map[string]any) bool) (map[string]
 	return nil, false
 }
 
+// countLog counts the JSON log lines whose msg is msg.
+func (p *proc) countLog(msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, line := range p.lines {
+		var l struct{ Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *proc) stderr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -501,4 +515,10 @@ func histogram(m map[int]int) string {
 		return "-"
 	}
 	return b.String()
+}
+
+// ciSet reports whether CI is set to something true-ish.
+func ciSet() bool {
+	ci := os.Getenv("CI")
+	return ci != "" && ci != "false" && ci != "0"
 }
