@@ -19,6 +19,8 @@
 //     periodic database restarts and reports duplicates, lost events and
 //     RSS over time.
 //
-// The short forms run in about a minute under -race; long forms are behind
+// The short forms take 20–30 s under -race on two cores: the scenarios
+// mostly wait (leases, restarts, a 5 s freeze), so TestMain runs them with
+// -parallel 8 unless -parallel is given. The long form is behind
 // HOOKONCE_SOAK.
 package faults
