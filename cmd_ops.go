@@ -37,7 +37,7 @@ func conflictsCommand() *cli.Command {
 			if c.Int("limit") < 1 {
 				return cli.Exit("--limit: want a positive number", exitUsage)
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: c.String("sender"), Limit: c.Int("limit")})
 				if err != nil {
 					return cli.Exit(err.Error(), exitRuntime)
@@ -88,7 +88,7 @@ func releaseCommand() *cli.Command {
 				return cli.Exit("usage: hookonce release [--store DSN] SENDER KEY", exitUsage)
 			}
 			sender, key := c.Args().Get(0), c.Args().Get(1)
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
 				// Read first only to say what was released; Forget decides.
 				rec, err := s.Get(ctx, sender, key)
 				if err != nil && !errors.Is(err, dedupe.ErrNotFound) {
@@ -134,7 +134,7 @@ func purgeCommand() *cli.Command {
 				}
 				req.ReceivedBefore = time.Now().Add(-d)
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
 				total := 0
 				for {
 					n, err := s.Purge(ctx, req)

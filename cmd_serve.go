@@ -137,7 +137,7 @@ func serve(c *cli.Context) error {
 	signal.Notify(reloads, syscall.SIGHUP)
 	defer signal.Stop(reloads)
 
-	store, err := openStore(ctx, sc.storeDSN)
+	store, err := openStore(ctx, sc.storeDSN, readWrite)
 	if err != nil {
 		return cli.Exit("open store: "+err.Error(), exitRuntime)
 	}

@@ -84,18 +84,57 @@ func New(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// Open opens the store without migrating (for read-only tools). It does not
-// wait for the database: connections are made on first use.
+// Open opens the store without migrating (for tools that write records,
+// such as release and purge, and for serve, which migrates next). It does
+// not wait for the database: connections are made on first use.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := Config(dsn)
 	if err != nil {
 		return nil, err
 	}
+	return open(ctx, cfg)
+}
+
+func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	return &Store{pool: pool}, nil
+}
+
+// OpenReadOnly opens the store for the operator's read-only commands, as
+// the other backends' OpenReadOnly do: it migrates and writes nothing, and
+// fails unless the database answers with a current schema (see Ping).
+// Every write of the returned Store fails with dedupe.ErrReadOnly, and its
+// sessions are read-only on the server as well
+// (default_transaction_read_only), whatever the DSN says.
+func OpenReadOnly(ctx context.Context, dsn string) (dedupe.Store, error) {
+	s, err := openReadOnly(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.ReadOnly(s), nil
+}
+
+func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = 4 // one command, a query at a time
+	}
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Config parses a postgres:// or postgresql:// DSN into a pool configuration

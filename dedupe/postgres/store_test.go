@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/internal/pgtest"
 )
@@ -290,4 +294,64 @@ func TestLeastPrivilegeRoleServesMigratedDatabase(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `CREATE TABLE probe (id int)`); err == nil {
 		t.Fatalf("role %s may create tables: the test proves nothing", role)
 	}
+}
+
+// OpenReadOnly migrates nothing: on a database never migrated it fails
+// saying so and leaves no table behind. On a migrated one it reads what a
+// writable store wrote, refuses writes, and its sessions are read-only on
+// the server as well.
+func TestOpenReadOnly(t *testing.T) {
+	srv := pgtest.Shared(t)
+	tables := func(t *testing.T, dsn string) int {
+		t.Helper()
+		c, err := pgx.Connect(ctxFor(t, 10*time.Second), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		var n int
+		if err := c.QueryRow(ctxFor(t, 5*time.Second), `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'hookonce%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("never migrated", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		_, err := postgres.OpenReadOnly(ctxFor(t, 10*time.Second), dsn)
+		if err == nil || !strings.Contains(err.Error(), "hookonce migrate") {
+			t.Fatalf("OpenReadOnly on an unmigrated database: %v, want it to say to migrate", err)
+		}
+		if n := tables(t, dsn); n != 0 {
+			t.Fatalf("OpenReadOnly left %d hookonce tables", n)
+		}
+	})
+
+	t.Run("migrated", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		rw := mustNew(t, dsn)
+		dedupetest.RunReadOnly(t, rw, func(t *testing.T) dedupe.Store {
+			s, err := postgres.OpenReadOnly(ctxFor(t, 10*time.Second), dsn)
+			if err != nil {
+				t.Fatalf("OpenReadOnly: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+
+	t.Run("sessions are read-only on the server", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		mustNew(t, dsn)
+		s, err := postgres.OpenReadOnlyUnwrapped(ctxFor(t, 10*time.Second), dsn+"&default_transaction_read_only=off")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		_, err = s.Pool().Exec(ctxFor(t, 5*time.Second), `DELETE FROM hookonce_records`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
+			t.Fatalf("a write on a read-only session: %v, want SQLSTATE 25006", err)
+		}
+	})
 }

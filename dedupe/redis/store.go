@@ -121,6 +121,18 @@ func New(ctx context.Context, url string) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the store for the operator's read-only commands, as
+// the other backends' OpenReadOnly do: Redis has no schema to migrate, so
+// it is New, checking that the server answers, with every write of the
+// returned Store failing with dedupe.ErrReadOnly.
+func OpenReadOnly(ctx context.Context, url string) (dedupe.Store, error) {
+	s, err := New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.ReadOnly(s), nil
+}
+
 var quietDriver sync.Once
 
 type discardLogger struct{}

@@ -470,3 +470,38 @@ func TestPurgePagesPastLiveLeases(t *testing.T) {
 		t.Fatalf("Purge(older-than) = %d, %v; want 0 (only live leases left)", n, err)
 	}
 }
+
+// OpenReadOnly reads what a writable store wrote and refuses writes; on an
+// empty server, opening and reading leave it empty.
+func TestOpenReadOnly(t *testing.T) {
+	srv := redistest.Shared(t)
+	dedupetest.RunReadOnly(t, mustOpen(t, srv.URL()), func(t *testing.T) dedupe.Store {
+		s, err := redis.OpenReadOnly(ctxT(t, 5*time.Second), srv.URL())
+		if err != nil {
+			t.Fatalf("OpenReadOnly: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+
+	t.Run("writes no key", func(t *testing.T) {
+		empty := redistest.Start(t)
+		s, err := redis.OpenReadOnly(ctxT(t, 5*time.Second), empty.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.List(ctxT(t, 5*time.Second), dedupe.ListFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Conflicts(ctxT(t, 5*time.Second), dedupe.ListFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctxT(t, 5*time.Second), "shop", "k"); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if got := empty.Do(t, "DBSIZE"); got != ":0" {
+			t.Fatalf("DBSIZE after read-only use = %s, want :0", got)
+		}
+	})
+}
