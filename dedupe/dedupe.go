@@ -254,7 +254,21 @@ type Store interface {
 	// Purge removes records (and conflicts) as PurgeRequest says and
 	// returns how many records went.
 	Purge(ctx context.Context, req PurgeRequest) (int, error)
+
+	// Probe makes one small real write, committed like a claim is, that
+	// leaves nothing a read can see: it tells whether the store takes
+	// writes now, where Ping only tells that it answers (a read-only
+	// database, a full disk, a replica, a server refusing writes all
+	// answer Ping). An error wraps ErrUnavailable. It writes where claims
+	// write and needs no permission they do not need; backends that write
+	// a record use the sender ProbeSender.
+	Probe(ctx context.Context) error
 }
+
+// ProbeSender is the sender under which a backend's Probe may write (and
+// at once remove) a record. No configured sender can have this name:
+// sender names may not contain ':'.
+const ProbeSender = "hookonce:probe"
 
 // Notifier is implemented by stores that can announce changes of a key, so
 // that deliveries waiting on a processing claim wake at once instead of on

@@ -35,3 +35,4 @@ func (readOnly) Forget(context.Context, string, string) error   { return refuse(
 func (readOnly) Purge(context.Context, PurgeRequest) (int, error) {
 	return 0, refuse("purge")
 }
+func (readOnly) Probe(context.Context) error { return refuse("probe") }

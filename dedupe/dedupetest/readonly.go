@@ -75,6 +75,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 			"AddHits":        ro.AddHits(ctx, []dedupe.Hit{{Sender: sender, Key: "done", N: 5}}),
 			"Forget":         ro.Forget(ctx, sender, "done"),
 			"Purge":          purgeErr,
+			"Probe":          ro.Probe(ctx),
 		}
 		for name, err := range errs {
 			if !errors.Is(err, dedupe.ErrReadOnly) {

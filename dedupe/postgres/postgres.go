@@ -12,6 +12,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -654,6 +655,29 @@ func (s *Store) Ping(ctx context.Context) error {
 	want := latestVersion()
 	if v == nil || int(*v) < want {
 		return fmt.Errorf("postgres ping: schema at version %v, want %d (run hookonce migrate)", derefOr(v), want)
+	}
+	return nil
+}
+
+// Probe implements dedupe.Store: a record of dedupe.ProbeSender inserted
+// and deleted in one transaction, committed as a claim is. It needs only
+// what claims need (INSERT and DELETE on hookonce_records), never shows to
+// another transaction, and fails, wrapping dedupe.ErrUnavailable, where a
+// claim would: a read-only transaction mode, a standby, a full disk, a
+// stopped server.
+func (s *Store) Probe(ctx context.Context) error {
+	key := rand.Text()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
+			VALUES ($1, $2, 'processing', '', clock_timestamp(), clock_timestamp())`, dedupe.ProbeSender, key); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, dedupe.ProbeSender, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres probe: %w: %w", dedupe.ErrUnavailable, err)
 	}
 	return nil
 }

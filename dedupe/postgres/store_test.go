@@ -355,3 +355,58 @@ func TestOpenReadOnly(t *testing.T) {
 		}
 	})
 }
+
+// A database whose transactions are read-only by default (as a standby's
+// are) answers Ping and refuses the probe's write, as it would refuse a
+// claim; the probe passes again once writes are allowed.
+func TestProbeFailsInAReadOnlyDatabase(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.NewDatabase(t)
+	s := mustNew(t, dsn)
+	if err := s.Probe(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	admin, err := pgx.Connect(ctxFor(t, 10*time.Second), srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	db := strings.TrimSuffix(dsn[strings.LastIndex(dsn, "/")+1:], "?sslmode=disable")
+	setMode := func(t *testing.T, mode string) {
+		t.Helper()
+		ctx := ctxFor(t, 10*time.Second)
+		if _, err := admin.Exec(ctx, `ALTER DATABASE "`+db+`" SET default_transaction_read_only = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		// The setting applies to new sessions: end the store's.
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probeUntil := func(t *testing.T, ok func(error) bool) error {
+		t.Helper()
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = s.Probe(ctxFor(t, 2*time.Second)); ok(err) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("Probe kept answering %v", err)
+		return nil
+	}
+
+	setMode(t, "on")
+	err = probeUntil(t, func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "25006" // read_only_sql_transaction
+	})
+	if !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Probe in a read-only database: %v, want ErrUnavailable", err)
+	}
+	if err := s.Ping(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Ping in a read-only database: %v", err)
+	}
+	setMode(t, "off")
+	probeUntil(t, func(err error) bool { return err == nil })
+}

@@ -183,7 +183,8 @@ func TestOutage(t *testing.T) {
 					_, err := s.Get(ctx, sender, "before")
 					return err
 				},
-				"Ping": s.Ping,
+				"Ping":  s.Ping,
+				"Probe": s.Probe,
 			}
 			for op, fn := range ops {
 				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -504,4 +505,47 @@ func TestOpenReadOnly(t *testing.T) {
 			t.Fatalf("DBSIZE after read-only use = %s, want :0", got)
 		}
 	})
+}
+
+// A Redis that refuses writes but answers reads and PING fails the probe,
+// as it would fail claims, and passes it again once it takes writes.
+func TestProbeFailsWhenRedisRefusesWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.URL())
+	refusals := []struct {
+		name      string
+		set, undo []string
+		want      string
+	}{
+		{"min-replicas-to-write unmet", []string{"CONFIG", "SET", "min-replicas-to-write", "1"},
+			[]string{"CONFIG", "SET", "min-replicas-to-write", "0"}, "NOREPLICAS"},
+		{"maxmemory reached under noeviction", []string{"CONFIG", "SET", "maxmemory", "1"},
+			[]string{"CONFIG", "SET", "maxmemory", "0"}, "OOM"},
+	}
+	for _, r := range refusals {
+		t.Run(r.name, func(t *testing.T) {
+			if err := s.Probe(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Probe before: %v", err)
+			}
+			if got := srv.Do(t, r.set...); got != "+OK" {
+				t.Fatalf("%v = %q", r.set, got)
+			}
+			err := s.Probe(ctxT(t, 5*time.Second))
+			if !errors.Is(err, dedupe.ErrUnavailable) || !strings.Contains(err.Error(), r.want) {
+				t.Errorf("Probe: %v, want ErrUnavailable naming %s", err, r.want)
+			}
+			if _, cerr := s.Claim(ctxT(t, 5*time.Second), claimReq("probe-test", r.name, "h", "o", time.Minute)); cerr == nil {
+				t.Errorf("a claim succeeded where the probe failed")
+			}
+			if err := s.Ping(ctxT(t, 5*time.Second)); err != nil {
+				t.Errorf("Ping: %v", err)
+			}
+			if got := srv.Do(t, r.undo...); got != "+OK" {
+				t.Fatalf("%v = %q", r.undo, got)
+			}
+			if err := s.Probe(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Probe after %v: %v", r.undo, err)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -246,4 +247,85 @@ func seedDoneFresh(t *testing.T, path, key string) {
 	}
 	seedDone(t, s, "shop", key)
 	s.Close()
+}
+
+func TestProbeFailsWhenWritesFail(t *testing.T) {
+	t.Run("another connection holds the write lock", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "h.db")
+		s := mustOpen(t, path)
+		if err := s.Probe(ctxT(t)); err != nil {
+			t.Fatalf("Probe: %v", err)
+		}
+		other, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		conn, err := other.Conn(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctxT(t), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		if err := s.Probe(ctx); !errors.Is(err, dedupe.ErrUnavailable) {
+			t.Fatalf("Probe while another connection holds the write lock: %v, want ErrUnavailable", err)
+		} else if took := time.Since(began); took > 3*time.Second {
+			t.Fatalf("Probe took %v past its context's 300ms", took)
+		}
+		if err := s.Ping(ctxT(t)); err != nil {
+			t.Fatalf("Ping while writes wait: %v", err)
+		}
+		if _, err := conn.ExecContext(ctxT(t), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Probe(ctxT(t)); err != nil {
+			t.Fatalf("Probe once the lock is gone: %v", err)
+		}
+	})
+}
+
+// A store whose file and directory are made read-only under it still
+// answers Ping, and its open connection could even go on writing, but the
+// next one could not: Probe says so, and says it no more once they are
+// writable again. As root (which ignores modes) the test runs as nobody.
+func TestProbeSeesAReadOnlyFile(t *testing.T) {
+	if unprivileged.Rerun(t) {
+		return
+	}
+	for _, which := range []string{"file", "directory"} {
+		t.Run(which, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "h.db")
+			s := mustOpen(t, path)
+			if err := s.Probe(ctxT(t)); err != nil {
+				t.Fatalf("Probe: %v", err)
+			}
+			target, mode := path, os.FileMode(0o444)
+			if which == "directory" {
+				target, mode = dir, 0o555
+			}
+			if err := os.Chmod(target, mode); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(target, 0o755) })
+			err := s.Probe(ctxT(t))
+			if !errors.Is(err, dedupe.ErrUnavailable) || !strings.Contains(err.Error(), "not writable") {
+				t.Fatalf("Probe with the %s read-only: %v, want ErrUnavailable saying not writable", which, err)
+			}
+			if err := s.Ping(ctxT(t)); err != nil {
+				t.Fatalf("Ping with the %s read-only: %v", which, err)
+			}
+			if err := os.Chmod(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Probe(ctxT(t)); err != nil {
+				t.Fatalf("Probe once writable again: %v", err)
+			}
+		})
+	}
 }

@@ -9,12 +9,14 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +68,7 @@ CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
 
 // Store is a dedupe.Store in one SQLite file.
 type Store struct {
+	path string
 	w, r *sql.DB // w: the single writer connection; r: readers
 
 	closeOnce sync.Once
@@ -106,7 +109,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r}, nil
+	return &Store{path: path, w: w, r: r}, nil
 }
 
 // fileURI is the SQLite URI filename of path with the driver's and
@@ -478,6 +481,41 @@ func ping(ctx context.Context, db *sql.DB) error {
 	}
 	if v != schemaVersion {
 		return fmt.Errorf("ping: schema version %d, want %d: %w", v, schemaVersion, dedupe.ErrUnavailable)
+	}
+	return nil
+}
+
+// Probe implements dedupe.Store: a record of dedupe.ProbeSender inserted
+// and deleted in one committed write transaction on the writer connection,
+// as a claim commits (a rolled-back transaction would write nothing to the
+// WAL, and so find nothing out).
+//
+// First it checks that the file and its directory are still writable by
+// this process. The open connection would go on writing to a file made
+// read-only under it, but the next connection (after an error, or a
+// restart) could not open it for writing, nor create its -wal and -shm.
+func (s *Store) Probe(ctx context.Context) error {
+	for _, p := range []string{s.path, filepath.Dir(s.path)} {
+		if err := writable(p); err != nil {
+			return unavailable("probe", fmt.Errorf("%s is not writable: %w", p, err))
+		}
+	}
+	key := rand.Text()
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return unavailable("probe", err)
+	}
+	defer tx.Rollback()
+	now := ms(time.Now())
+	if _, err := tx.ExecContext(ctx, `INSERT INTO records (sender, key, state, payload_hash, received_at, expires_at)
+		VALUES (?, ?, 'processing', '', ?, ?)`, dedupe.ProbeSender, key, now, now); err != nil {
+		return unavailable("probe", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE sender = ? AND key = ?`, dedupe.ProbeSender, key); err != nil {
+		return unavailable("probe", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable("probe", err)
 	}
 	return nil
 }
