@@ -168,19 +168,27 @@ func adminFlags() []cli.Flag {
 			Usage: "bearer token the admin listener requires (prefer --admin-token-file: flags show in ps)"},
 		&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"},
 			Usage: "file holding the admin token (read whole, surrounding whitespace trimmed)"},
+		&cli.DurationFlag{Name: "admin-write-probe-interval", Value: admin.DefaultProbeInterval,
+			EnvVars: []string{"HOOKONCE_ADMIN_WRITE_PROBE_INTERVAL"},
+			Usage:   "/readyz writes a probe to the store at most this often and answers from the last result in between"},
 	}
 }
 
 type adminConfig struct {
-	listen string
-	token  string
+	listen        string
+	token         string
+	probeInterval time.Duration
 }
 
 // loadAdminConfig resolves the admin flags; its errors are usage errors
 // (exit 2), and it refuses an unauthenticated admin listener that is
 // reachable from other hosts.
 func loadAdminConfig(c *cli.Context) (adminConfig, error) {
-	ac := adminConfig{listen: c.String("admin-listen"), token: c.String("admin-token")}
+	ac := adminConfig{listen: c.String("admin-listen"), token: c.String("admin-token"),
+		probeInterval: c.Duration("admin-write-probe-interval")}
+	if ac.probeInterval <= 0 {
+		return ac, fmt.Errorf("--admin-write-probe-interval %s: want a positive duration such as 5s", ac.probeInterval)
+	}
 	if file := c.String("admin-token-file"); file != "" {
 		if ac.token != "" {
 			return ac, errors.New("--admin-token and --admin-token-file: set one, not both")
@@ -206,7 +214,8 @@ func loadAdminConfig(c *cli.Context) (adminConfig, error) {
 
 func startAdmin(ac adminConfig, store dedupe.Store, reg *prometheus.Registry, log *slog.Logger) (*admin.Server, error) {
 	alog := log.With("component", "admin")
-	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog})
+	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog,
+		ProbeInterval: ac.probeInterval})
 	if err != nil {
 		return nil, err
 	}
