@@ -178,7 +178,7 @@ func serve(c *cli.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hookonce serving", "listen", ln.Addr().String(), "upstream", sc.upstream.Redacted(),
-		"store", redactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
+		"store", dedupe.RedactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
 
 	go purgeLoop(ctx, store, log)
 

@@ -67,22 +67,8 @@ func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) 
 		}
 		return s, nil
 	default:
-		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", redactDSN(dsn))
+		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", dedupe.RedactDSN(dsn))
 	}
-}
-
-// redactDSN hides a password in a DSN for messages.
-func redactDSN(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
-	scheme := strings.Index(dsn, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return dsn
-	}
-	userinfo := dsn[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return dsn[:scheme+3] + user + ":xxxxx" + dsn[at:]
-	}
-	return dsn
 }
 
 // withStore opens the --store of c for a one-shot command.
@@ -111,7 +97,7 @@ func migrateCommand() *cli.Command {
 				if err := s.Ping(ctx); err != nil {
 					return cli.Exit("migrate: "+err.Error(), exitRuntime)
 				}
-				fmt.Fprintln(c.App.Writer, "store is migrated:", redactDSN(c.String("store")))
+				fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(c.String("store")))
 				return nil
 			})
 		},

@@ -143,7 +143,8 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 func Config(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: invalid DSN (want postgres://user:password@host:port/db?…): %s", parseReason(err))
+		return nil, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
+			dedupe.RedactDSN(dsn), parseReason(err))
 	}
 	cc := cfg.ConnConfig
 	for k, v := range defaultRuntimeParams {

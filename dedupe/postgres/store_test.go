@@ -94,6 +94,9 @@ func TestInvalidDSNHidesPassword(t *testing.T) {
 		"postgres://u:s3cret@127.0.0.1:5432/db?connect_timeout=soon",
 		"postgresql://u:s3cret@[::1/db",
 		"postgres://u:s3cret@127.0.0.1/db?pool_max_conns=0",
+		"postgres://u@127.0.0.1:notaport/db?password=s3cret",
+		"postgres://u@127.0.0.1/db?sslpassword=s3cret&connect_timeout=soon",
+		"postgres://u:s3cret@127.0.0.1/db?password=s3cret&sslmode=bogus",
 	} {
 		_, err := postgres.Open(context.Background(), dsn)
 		if err == nil {

@@ -34,8 +34,10 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +145,7 @@ func (discardLogger) Printf(context.Context, string, ...any) {}
 func newClient(url string) (goredis.UniversalClient, bool, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, false, fmt.Errorf("redis URL %q has no scheme", redactURL(url))
+		return nil, false, fmt.Errorf("redis URL %q has no scheme", dedupe.RedactDSN(url))
 	}
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" && base != "unix" {
@@ -154,21 +156,21 @@ func newClient(url string) (goredis.UniversalClient, bool, error) {
 	case "":
 		o, err := goredis.ParseURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewClient(o), false, nil
 	case "sentinel":
 		o, err := goredis.ParseFailoverURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis sentinel URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis sentinel URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewFailoverClient(o), false, nil
 	case "cluster":
 		o, err := goredis.ParseClusterURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis cluster URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis cluster URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewClusterClient(o), true, nil
@@ -177,19 +179,14 @@ func newClient(url string) (goredis.UniversalClient, bool, error) {
 	}
 }
 
-// redactURL drops the userinfo (a password) from a URL for messages.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return "…"
+// parseError is a URL parser's error without the URL: net/url quotes
+// the URL whole, password and all.
+func parseError(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return errors.New(ue.Err.Error())
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		slash := strings.Index(rest, "/")
-		if slash < 0 || at < slash {
-			rest = "…@" + rest[at+1:]
-		}
-	}
-	return scheme + "://" + rest
+	return err
 }
 
 // unavailable wraps a driver error (connection refused, timeout, cancelled

@@ -46,7 +46,10 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		{"other scheme", "postgres://localhost/db", "scheme"},
 		{"unknown variant", "redis+shard://localhost:6379", "scheme"},
 		{"unknown option", "redis://localhost:6379?bogus=1", "bogus"},
-		{"password is not echoed", "redis://u:s3cret@localhost:6379?bogus=1", "…@localhost"},
+		{"password is not echoed", "redis://u:s3cret@localhost:6379?bogus=1", "u:xxxxx@localhost"},
+		{"nor in a bad port", "redis://u:s3cret@localhost:badport", "invalid port"},
+		{"nor in a bad host", "redis://u:s3cret@[::1/0", "missing ']'"},
+		{"nor on Cluster", "redis+cluster://u:s3cret@h:bad", "invalid port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
