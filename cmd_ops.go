@@ -171,6 +171,10 @@ func adminFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "admin-write-probe-interval", Value: admin.DefaultProbeInterval,
 			EnvVars: []string{"HOOKONCE_ADMIN_WRITE_PROBE_INTERVAL"},
 			Usage:   "/readyz writes a probe to the store at most this often and answers from the last result in between"},
+		&cli.DurationFlag{Name: "admin-session-ttl", Value: admin.DefaultSessionTTL, EnvVars: []string{"HOOKONCE_ADMIN_SESSION_TTL"},
+			Usage: "how long a sign-in to the /ui page lasts"},
+		&cli.BoolFlag{Name: "admin-secure-cookie", EnvVars: []string{"HOOKONCE_ADMIN_SECURE_COOKIE"},
+			Usage: "mark the /ui session cookie Secure: set it when browsers reach the admin listener through a proxy that terminates TLS"},
 	}
 }
 
@@ -178,6 +182,8 @@ type adminConfig struct {
 	listen        string
 	token         string
 	probeInterval time.Duration
+	sessionTTL    time.Duration
+	secureCookie  bool
 }
 
 // loadAdminConfig resolves the admin flags; its errors are usage errors
@@ -185,9 +191,13 @@ type adminConfig struct {
 // reachable from other hosts.
 func loadAdminConfig(c *cli.Context) (adminConfig, error) {
 	ac := adminConfig{listen: c.String("admin-listen"), token: c.String("admin-token"),
-		probeInterval: c.Duration("admin-write-probe-interval")}
+		probeInterval: c.Duration("admin-write-probe-interval"), sessionTTL: c.Duration("admin-session-ttl"),
+		secureCookie: c.Bool("admin-secure-cookie")}
 	if ac.probeInterval <= 0 {
 		return ac, fmt.Errorf("--admin-write-probe-interval %s: want a positive duration such as 5s", ac.probeInterval)
+	}
+	if ac.sessionTTL <= 0 {
+		return ac, fmt.Errorf("--admin-session-ttl %s: want a positive duration such as 12h", ac.sessionTTL)
 	}
 	if file := c.String("admin-token-file"); file != "" {
 		if ac.token != "" {
@@ -215,7 +225,7 @@ func loadAdminConfig(c *cli.Context) (adminConfig, error) {
 func startAdmin(ac adminConfig, store dedupe.Store, reg *prometheus.Registry, log *slog.Logger) (*admin.Server, error) {
 	alog := log.With("component", "admin")
 	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog,
-		ProbeInterval: ac.probeInterval})
+		ProbeInterval: ac.probeInterval, SessionTTL: ac.sessionTTL, SecureCookie: ac.secureCookie})
 	if err != nil {
 		return nil, err
 	}

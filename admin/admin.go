@@ -44,10 +44,21 @@ type Options struct {
 	// on); nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
-	// on everything but /healthz and /readyz (and, for /ui, as the session
-	// cookie set by /ui/login). Empty means no authentication: serve refuses
-	// that on a non-loopback address.
+	// on everything but /healthz and /readyz (/ui also takes the session
+	// cookie that /ui/login sets for it). Empty means no authentication:
+	// serve refuses that on a non-loopback address.
 	Token string
+	// SessionTTL is how long a /ui sign-in lasts; 0 means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+	// MaxSessions bounds the /ui sessions kept at once (when full, the one
+	// closest to its end goes); 0 means DefaultMaxSessions.
+	MaxSessions int
+	// SecureCookie marks the /ui session cookie Secure even when the login
+	// came over plain HTTP: set it when browsers reach the admin listener
+	// through a proxy that terminates TLS. A login over TLS gets a Secure
+	// cookie anyway.
+	SecureCookie bool
 	// Logger receives failures of store calls; nil discards.
 	Logger *slog.Logger
 	// ReadyTimeout bounds the store ping and write probe of /readyz; 0
@@ -72,9 +83,8 @@ type Handler struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
-	// session is the /ui cookie value: derived from the token, so the
-	// cookie never carries the token itself.
-	session string
+	// sessions are the /ui sign-ins.
+	sessions *sessions
 
 	probe writeProbe
 }
@@ -104,16 +114,21 @@ func New(o Options) (*Handler, error) {
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = DefaultProbeInterval
 	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger}
+	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger, sessions: newSessions(o.MaxSessions)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if o.Token != "" {
 		h.token = sha256.Sum256([]byte(o.Token))
-		h.session = sessionValue(o.Token)
 	}
 
 	h.mux.HandleFunc("GET /healthz", h.healthz)
