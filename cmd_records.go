@@ -31,7 +31,7 @@ func lookupCommand() *cli.Command {
 				return cli.Exit("usage: hookonce lookup [--store DSN] [--json] SENDER KEY", exitUsage)
 			}
 			sender, key := c.Args().Get(0), c.Args().Get(1)
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				rec, err := s.Get(ctx, sender, key)
 				if errors.Is(err, dedupe.ErrNotFound) {
 					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
@@ -65,7 +65,7 @@ func listCommand() *cli.Command {
 			default:
 				return cli.Exit(fmt.Sprintf("--status %q: want processing, done or unknown", state), exitUsage)
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				recs, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: state, Limit: c.Int("limit")})
 				if err != nil {
 					return cli.Exit(err.Error(), exitRuntime)
