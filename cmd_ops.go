@@ -38,7 +38,7 @@ func conflictsCommand() *cli.Command {
 			if c.Int("limit") < 1 {
 				return cli.Exit("--limit: want a positive number", exitUsage)
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: c.String("sender"), Limit: c.Int("limit")})
 				if err != nil {
 					return cli.Exit(err.Error(), exitRuntime)
@@ -89,7 +89,7 @@ func releaseCommand() *cli.Command {
 				return cli.Exit("usage: hookonce release [--store DSN] SENDER KEY", exitUsage)
 			}
 			sender, key := c.Args().Get(0), c.Args().Get(1)
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
 				// Read first only to say what was released; Forget decides.
 				rec, err := s.Get(ctx, sender, key)
 				if err != nil && !errors.Is(err, dedupe.ErrNotFound) {
@@ -135,7 +135,7 @@ func purgeCommand() *cli.Command {
 				}
 				req.ReceivedBefore = time.Now().Add(-d)
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
 				total := 0
 				for {
 					n, err := s.Purge(ctx, req)
@@ -169,19 +169,37 @@ func adminFlags() []cli.Flag {
 			Usage: "bearer token the admin listener requires (prefer --admin-token-file: flags show in ps)"},
 		&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"},
 			Usage: "file holding the admin token (read whole, surrounding whitespace trimmed)"},
+		&cli.DurationFlag{Name: "admin-write-probe-interval", Value: admin.DefaultProbeInterval,
+			EnvVars: []string{"HOOKONCE_ADMIN_WRITE_PROBE_INTERVAL"},
+			Usage:   "/readyz writes a probe to the store at most this often and answers from the last result in between"},
+		&cli.DurationFlag{Name: "admin-session-ttl", Value: admin.DefaultSessionTTL, EnvVars: []string{"HOOKONCE_ADMIN_SESSION_TTL"},
+			Usage: "how long a sign-in to the /ui page lasts"},
+		&cli.BoolFlag{Name: "admin-secure-cookie", EnvVars: []string{"HOOKONCE_ADMIN_SECURE_COOKIE"},
+			Usage: "mark the /ui session cookie Secure: set it when browsers reach the admin listener through a proxy that terminates TLS"},
 	}
 }
 
 type adminConfig struct {
-	listen string
-	token  string
+	listen        string
+	token         string
+	probeInterval time.Duration
+	sessionTTL    time.Duration
+	secureCookie  bool
 }
 
 // loadAdminConfig resolves the admin flags; its errors are usage errors
 // (exit 2), and it refuses an unauthenticated admin listener that is
 // reachable from other hosts.
 func loadAdminConfig(c *cli.Context) (adminConfig, error) {
-	ac := adminConfig{listen: c.String("admin-listen"), token: c.String("admin-token")}
+	ac := adminConfig{listen: c.String("admin-listen"), token: c.String("admin-token"),
+		probeInterval: c.Duration("admin-write-probe-interval"), sessionTTL: c.Duration("admin-session-ttl"),
+		secureCookie: c.Bool("admin-secure-cookie")}
+	if ac.probeInterval <= 0 {
+		return ac, fmt.Errorf("--admin-write-probe-interval %s: want a positive duration such as 5s", ac.probeInterval)
+	}
+	if ac.sessionTTL <= 0 {
+		return ac, fmt.Errorf("--admin-session-ttl %s: want a positive duration such as 12h", ac.sessionTTL)
+	}
 	if file := c.String("admin-token-file"); file != "" {
 		if ac.token != "" {
 			return ac, errors.New("--admin-token and --admin-token-file: set one, not both")
@@ -208,6 +226,7 @@ func loadAdminConfig(c *cli.Context) (adminConfig, error) {
 func startAdmin(ac adminConfig, store dedupe.Store, p *proxy.Proxy, reg *prometheus.Registry, log *slog.Logger) (*admin.Server, error) {
 	alog := log.With("component", "admin")
 	h, err := admin.New(admin.Options{Store: store, Gatherer: reg, Token: ac.token, Logger: alog,
+		ProbeInterval: ac.probeInterval, SessionTTL: ac.sessionTTL, SecureCookie: ac.secureCookie,
 		Unretried: func(ctx context.Context, sender string) ([]dedupe.Record, error) {
 			return p.Unretried(ctx, sender, time.Now())
 		},

@@ -395,3 +395,45 @@ func TestOpsUsage(t *testing.T) {
 		})
 	}
 }
+
+// serve hands its /ui session flags to the admin listener: a sign-in lasts
+// --admin-session-ttl, and --admin-secure-cookie marks the cookie Secure.
+func TestServeUISessionFlags(t *testing.T) {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "token")
+	writeFile(t, tokFile, "tok-ui-sessions\n")
+	s := startServe(t, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
+		"--admin-token-file", tokFile, "--admin-session-ttl", "1s", "--admin-secure-cookie")
+	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(admin + "/ui/login?token=tok-ui-sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		cookie = c
+	}
+	if cookie == nil || !cookie.Secure || cookie.MaxAge != 1 {
+		t.Fatalf("login cookie %+v: want Secure with Max-Age 1", cookie)
+	}
+	page := func() int {
+		req, _ := http.NewRequest(http.MethodGet, admin+"/ui/events", nil)
+		req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := page(); got != http.StatusOK {
+		t.Fatalf("/ui/events with a fresh session: %d", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := page(); got != http.StatusUnauthorized {
+		t.Fatalf("/ui/events after --admin-session-ttl: %d, want 401", got)
+	}
+	s.terminate(t)
+}

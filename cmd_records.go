@@ -33,7 +33,7 @@ func lookupCommand() *cli.Command {
 				return cli.Exit("usage: hookonce lookup [--store DSN] [--json] SENDER KEY", exitUsage)
 			}
 			sender, key := c.Args().Get(0), c.Args().Get(1)
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				rec, err := s.Get(ctx, sender, key)
 				if errors.Is(err, dedupe.ErrNotFound) {
 					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
@@ -78,7 +78,7 @@ func listCommand() *cli.Command {
 					return cli.Exit(err.Error(), exitUsage)
 				}
 			}
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 				var recs []dedupe.Record
 				if unretried {
 					for _, st := range []dedupe.State{dedupe.StateReleased, dedupe.StateUnknown} {

@@ -141,7 +141,7 @@ func serve(c *cli.Context) error {
 	signal.Notify(reloads, syscall.SIGHUP)
 	defer signal.Stop(reloads)
 
-	store, err := openStore(ctx, sc.storeDSN)
+	store, err := openStore(ctx, sc.storeDSN, readWrite)
 	if err != nil {
 		return cli.Exit("open store: "+err.Error(), exitRuntime)
 	}
@@ -188,7 +188,7 @@ func serve(c *cli.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hookonce serving", "listen", ln.Addr().String(), "upstream", sc.upstream.Redacted(),
-		"store", redactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
+		"store", dedupe.RedactDSN(sc.storeDSN), "senders", len(sc.contract.Senders), "version", version)
 
 	go purgeLoop(ctx, store, log)
 	go p.WatchUnretried(ctx, c.Duration("unretried-every"))

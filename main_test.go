@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -114,8 +115,15 @@ func (s *server) terminate(t *testing.T) {
 
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServeAs(t, binary, nil, args...)
+}
+
+// startServeAs is startServe running the binary bin as cred's user (nil:
+// this process's).
+func startServeAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) *server {
+	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"}, args...)
-	s := &server{cmd: exec.Command(binary, args...), exit: make(chan error, 1)}
+	s := &server{cmd: unprivileged.As(exec.Command(bin, args...), cred), exit: make(chan error, 1)}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -27,18 +27,39 @@ type migrator interface {
 	Migrate(ctx context.Context) error
 }
 
+// access says what a command may do to the store.
+type access int
+
+const (
+	// readWrite: serve, migrate, release, purge. An SQLite file is created
+	// and migrated; serve and migrate migrate the other backends.
+	readWrite access = iota
+	// readOnly: list, lookup, conflicts. Nothing is created, migrated or
+	// written, and every write fails with dedupe.ErrReadOnly.
+	readOnly
+)
+
 // openStore opens the backend a DSN names. It is the only place that knows
 // every backend.
-func openStore(ctx context.Context, dsn string) (dedupe.Store, error) {
+func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) {
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
+		if a == readOnly {
+			return sqlite.OpenReadOnly(ctx, path)
+		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"),
 		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"):
 		// redis(s)://, redis(s)+sentinel://…?master_name=, redis(s)+cluster://
+		if a == readOnly {
+			return redis.OpenReadOnly(ctx, dsn)
+		}
 		return redis.New(ctx, dsn)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if a == readOnly {
+			return postgres.OpenReadOnly(ctx, dsn)
+		}
 		// Open does not migrate: serve and migrate call Migrate.
 		s, err := postgres.Open(ctx, dsn)
 		if err != nil {
@@ -46,28 +67,14 @@ func openStore(ctx context.Context, dsn string) (dedupe.Store, error) {
 		}
 		return s, nil
 	default:
-		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", redactDSN(dsn))
+		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", dedupe.RedactDSN(dsn))
 	}
-}
-
-// redactDSN hides a password in a DSN for messages.
-func redactDSN(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
-	scheme := strings.Index(dsn, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return dsn
-	}
-	userinfo := dsn[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return dsn[:scheme+3] + user + ":xxxxx" + dsn[at:]
-	}
-	return dsn
 }
 
 // withStore opens the --store of c for a one-shot command.
-func withStore(c *cli.Context, fn func(ctx context.Context, s dedupe.Store) error) error {
+func withStore(c *cli.Context, a access, fn func(ctx context.Context, s dedupe.Store) error) error {
 	ctx := c.Context
-	s, err := openStore(ctx, c.String("store"))
+	s, err := openStore(ctx, c.String("store"), a)
 	if err != nil {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
@@ -81,7 +88,7 @@ func migrateCommand() *cli.Command {
 		Usage: "create or upgrade the store's schema (serve also does this on start)",
 		Flags: []cli.Flag{storeFlag()},
 		Action: func(c *cli.Context) error {
-			return withStore(c, func(ctx context.Context, s dedupe.Store) error {
+			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
 				if m, ok := s.(migrator); ok {
 					if err := m.Migrate(ctx); err != nil {
 						return cli.Exit("migrate: "+err.Error(), exitRuntime)
@@ -90,7 +97,7 @@ func migrateCommand() *cli.Command {
 				if err := s.Ping(ctx); err != nil {
 					return cli.Exit("migrate: "+err.Error(), exitRuntime)
 				}
-				fmt.Fprintln(c.App.Writer, "store is migrated:", redactDSN(c.String("store")))
+				fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(c.String("store")))
 				return nil
 			})
 		},

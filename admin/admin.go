@@ -12,10 +12,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,8 +28,9 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultReadyTimeout = 2 * time.Second
-	DefaultStoreTimeout = 5 * time.Second
+	DefaultReadyTimeout  = 2 * time.Second
+	DefaultStoreTimeout  = 5 * time.Second
+	DefaultProbeInterval = 5 * time.Second
 	// DefaultLimit is how many records or conflicts a list answers when the
 	// caller names no limit; MaxLimit caps what a caller may ask for.
 	DefaultLimit = 50
@@ -41,20 +44,36 @@ type Options struct {
 	// on); nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
-	// on everything but /healthz and /readyz (and, for /ui, as the session
-	// cookie set by /ui/login). Empty means no authentication: serve refuses
-	// that on a non-loopback address.
+	// on everything but /healthz and /readyz (/ui also takes the session
+	// cookie that /ui/login sets for it). Empty means no authentication:
+	// serve refuses that on a non-loopback address.
 	Token string
+	// SessionTTL is how long a /ui sign-in lasts; 0 means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+	// MaxSessions bounds the /ui sessions kept at once (when full, the one
+	// closest to its end goes); 0 means DefaultMaxSessions.
+	MaxSessions int
+	// SecureCookie marks the /ui session cookie Secure even when the login
+	// came over plain HTTP: set it when browsers reach the admin listener
+	// through a proxy that terminates TLS. A login over TLS gets a Secure
+	// cookie anyway.
+	SecureCookie bool
 	// Logger receives failures of store calls; nil discards.
 	Logger *slog.Logger
-	// ReadyTimeout bounds the store ping of /readyz; 0 means
-	// DefaultReadyTimeout.
+	// ReadyTimeout bounds the store ping and write probe of /readyz; 0
+	// means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// ProbeInterval is how long /readyz goes by the last write probe
+	// (Store.Probe) before it writes again: however often readiness is
+	// polled, the store sees at most one probe per interval. 0 means
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
 	// StoreTimeout bounds every other store call; 0 means
 	// DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// Now is the clock the page's ages are shown against; nil means
-	// time.Now.
+	// Now is the clock of the page's ages, of the write probe's interval
+	// and of /ui sessions; nil means time.Now.
 	Now func() time.Time
 	// Unretried lists the events of a sender ("" for all) that were left
 	// released or held past their sender's retry window; nil when this
@@ -83,9 +102,18 @@ type Handler struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
-	// session is the /ui cookie value: derived from the token, so the
-	// cookie never carries the token itself.
-	session string
+	// sessions are the /ui sign-ins.
+	sessions *sessions
+
+	probe writeProbe
+}
+
+// writeProbe is the last result of Store.Probe, shared by every /readyz.
+type writeProbe struct {
+	mu      sync.Mutex
+	at      time.Time     // when err was found; zero before the first probe
+	err     error         // nil: the store took the write
+	running chan struct{} // closed when the probe under way ends; nil when none runs
 }
 
 // New builds the admin handler.
@@ -102,16 +130,24 @@ func New(o Options) (*Handler, error) {
 	if o.StoreTimeout <= 0 {
 		o.StoreTimeout = DefaultStoreTimeout
 	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger}
+	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger, sessions: newSessions(o.MaxSessions)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if o.Token != "" {
 		h.token = sha256.Sum256([]byte(o.Token))
-		h.session = sessionValue(o.Token)
 	}
 
 	h.mux.HandleFunc("GET /healthz", h.healthz)
@@ -175,18 +211,85 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
+// readyz answers 200 when the store answers, is migrated (Ping) and takes
+// writes (the write probe), 503 otherwise.
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.ReadyTimeout)
 	defer cancel()
 	if err := h.o.Store.Ping(ctx); err != nil {
-		// The probe is unauthenticated: the reason goes to the log only.
 		h.log.Warn("admin: store not ready", "err", err)
-		problem(w, http.StatusServiceUnavailable, "Not ready", "the store is unreachable or not migrated")
+		h.notReady(w, r, "the store is unreachable or not migrated", err)
+		return
+	}
+	if err := h.writable(ctx); err != nil {
+		h.notReady(w, r, "the store answers but does not take writes", err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// notReady answers 503 with the reason. The probe is unauthenticated: the
+// store's error goes only to a caller with the token (or to any caller
+// when none is configured, on loopback), and always to the log.
+func (h *Handler) notReady(w http.ResponseWriter, r *http.Request, reason string, err error) {
+	detail := reason
+	if h.authorized(r) {
+		detail += ": " + err.Error()
+	} else {
+		detail += " (see the hookonce log)"
+	}
+	w.Header().Set("Retry-After", "5")
+	problem(w, http.StatusServiceUnavailable, "Not ready", detail)
+}
+
+// writable answers from the last write probe while it is younger than
+// ProbeInterval, and otherwise probes, one caller at a time: callers that
+// arrive meanwhile wait for that probe's result.
+func (h *Handler) writable(ctx context.Context) error {
+	p := &h.probe
+	p.mu.Lock()
+	for {
+		if !p.at.IsZero() && h.o.Now().Sub(p.at) < h.o.ProbeInterval {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if p.running == nil {
+			break
+		}
+		wait := p.running
+		p.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the write probe: %w", ctx.Err())
+		}
+		p.mu.Lock()
+	}
+	done := make(chan struct{})
+	p.running = done
+	was := p.err
+	p.mu.Unlock()
+
+	// The probe's result is shared: a caller that hangs up must not make
+	// it a failure.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.ReadyTimeout)
+	err := h.o.Store.Probe(pctx)
+	cancel()
+
+	p.mu.Lock()
+	p.at, p.err, p.running = h.o.Now(), err, nil
+	close(done)
+	p.mu.Unlock()
+	switch {
+	case err != nil:
+		h.log.Warn("admin: the store does not take writes", "err", err)
+	case was != nil:
+		h.log.Info("admin: the store takes writes again")
+	}
+	return err
 }
 
 func (h *Handler) storeCtx(r *http.Request) (context.Context, context.CancelFunc) {

@@ -2,11 +2,9 @@ package admin
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -25,9 +23,12 @@ import (
 // A browser cannot send a bearer header from its address bar, so /ui also
 // accepts a session cookie, set by /ui/login when it is given the admin
 // token (a form POST, or GET ?token= for scripts and headless browsers).
-// The cookie carries an HMAC derived from the token, never the token
-// itself; it is HttpOnly, SameSite=Strict and scoped to Path=/ui. The page
-// only reads, so the cookie cannot be used to change anything.
+// Each login gets a new random session id, kept server-side until it
+// expires (Options.SessionTTL) or /ui/logout ends it; the cookie carries
+// only that id, never the token. It is HttpOnly, SameSite=Strict, scoped
+// to Path=/ui, and Secure when the login came over TLS or
+// Options.SecureCookie says a proxy terminates TLS. The page only reads,
+// so the cookie cannot be used to change anything.
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -41,12 +42,6 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 
 // CookieName is the /ui session cookie.
 const CookieName = "hookonce_admin"
-
-func sessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("hookonce admin ui session v1"))
-	return hex.EncodeToString(m.Sum(nil))
-}
 
 func (h *Handler) routeUI() {
 	h.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
@@ -69,10 +64,19 @@ func (h *Handler) uiAuthorized(r *http.Request) bool {
 		return true
 	}
 	c, err := r.Cookie(CookieName)
-	if err != nil {
+	if err != nil || h.o.Token == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.session)) == 1
+	return h.sessions.valid(c.Value, h.o.Now())
+}
+
+// sessionCookie is the /ui cookie carrying value, which a browser keeps
+// for maxAge seconds (-1: drop it now).
+func (h *Handler) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: CookieName, Value: value, Path: "/ui", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.o.SecureCookie,
+	}
 }
 
 func (h *Handler) uiAuth(next http.HandlerFunc) http.Handler {
@@ -114,10 +118,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusUnauthorized, "login.html", loginPage{Title: "Sign in", Wrong: true, Next: nextPage(r.FormValue("next"))})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: h.session, Path: "/ui",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	now := h.o.Now()
+	id := h.sessions.start(now, now.Add(h.o.SessionTTL))
+	http.SetCookie(w, h.sessionCookie(r, id, int(h.o.SessionTTL/time.Second)))
 	// Redirect so the token leaves the address bar and the history entry.
 	http.Redirect(w, r, nextPage(r.FormValue("next")), http.StatusSeeOther)
 }
@@ -133,9 +136,13 @@ func nextPage(next string) string {
 	return next
 }
 
+// logout ends the session for good (a copy of the cookie is worth nothing
+// after it) and tells the browser to drop the cookie.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/ui", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if c, err := r.Cookie(CookieName); err == nil {
+		h.sessions.end(c.Value)
+	}
+	http.SetCookie(w, h.sessionCookie(r, "", -1))
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -211,4 +212,151 @@ func TestUILoginGoesOnOnlyWithinTheUI(t *testing.T) {
 	if !strings.Contains(body, `name="next" value="/ui/events/shop/evt-1"`) {
 		t.Fatalf("login page does not carry the page on:\n%s", body)
 	}
+}
+
+// uiFixture serves the admin handler with /ui sessions on a clock the test
+// moves.
+func uiFixture(t *testing.T, o admin.Options, tls bool) (*httptest.Server, *fakeClock) {
+	t.Helper()
+	clock := &fakeClock{now: time.Now()}
+	o.Store, o.Token, o.Now = openStore(t), testToken, clock.Now
+	h, err := admin.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, clock
+}
+
+// login signs in with the token and returns the session cookie.
+func login(t *testing.T, srv *httptest.Server) *http.Cookie {
+	t.Helper()
+	c := srv.Client()
+	c.CheckRedirect = noRedirect.CheckRedirect
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/login?token="+url.QueryEscape(testToken), nil)
+	status, h, _ := page(t, c, req)
+	if status != http.StatusSeeOther {
+		t.Fatalf("login: %d", status)
+	}
+	return sessionCookie(t, h)
+}
+
+// signedIn reports whether cookie opens /ui/events.
+func signedIn(t *testing.T, srv *httptest.Server, cookie *http.Cookie) bool {
+	t.Helper()
+	status, _, _ := get(t, srv.URL+"/ui/events", cookie, "")
+	switch status {
+	case http.StatusOK:
+		return true
+	case http.StatusUnauthorized:
+		return false
+	}
+	t.Fatalf("/ui/events: %d", status)
+	return false
+}
+
+func TestUISessions(t *testing.T) {
+	t.Run("each login its own session, ended by logout", func(t *testing.T) {
+		srv, _ := uiFixture(t, admin.Options{}, false)
+		a, b := login(t, srv), login(t, srv)
+		if a.Value == b.Value {
+			t.Fatalf("two logins got the same session %q", a.Value)
+		}
+		if !signedIn(t, srv, a) || !signedIn(t, srv, b) {
+			t.Fatal("a fresh session does not open the page")
+		}
+		status, h, _ := get(t, srv.URL+"/ui/logout", a, "")
+		if c := sessionCookie(t, h); status != http.StatusSeeOther || c.MaxAge >= 0 || c.Value != "" {
+			t.Fatalf("logout: %d, cookie %+v", status, c)
+		}
+		if signedIn(t, srv, a) {
+			t.Fatal("the cookie still opens the page after logout")
+		}
+		if !signedIn(t, srv, b) {
+			t.Fatal("logging one session out ended another")
+		}
+		// Logging in again makes a new session; the old cookie stays dead.
+		if c := login(t, srv); c.Value == a.Value || signedIn(t, srv, a) {
+			t.Fatal("a new login brought the logged-out session back")
+		}
+	})
+
+	t.Run("a session expires", func(t *testing.T) {
+		srv, clock := uiFixture(t, admin.Options{SessionTTL: time.Hour}, false)
+		c := login(t, srv)
+		if c.MaxAge != 3600 {
+			t.Fatalf("cookie Max-Age %d, want 3600 (the session's TTL)", c.MaxAge)
+		}
+		clock.Advance(59 * time.Minute)
+		if !signedIn(t, srv, c) {
+			t.Fatal("the session ended before its TTL")
+		}
+		clock.Advance(time.Minute)
+		if signedIn(t, srv, c) {
+			t.Fatal("the session outlived its TTL")
+		}
+		clock.Advance(-time.Hour) // expired means gone, whatever the clock does next
+		if signedIn(t, srv, c) {
+			t.Fatal("an expired session came back")
+		}
+	})
+
+	t.Run("the table is bounded", func(t *testing.T) {
+		srv, clock := uiFixture(t, admin.Options{MaxSessions: 3}, false)
+		var cs []*http.Cookie
+		for i := 0; i < 4; i++ {
+			cs = append(cs, login(t, srv))
+			clock.Advance(time.Second)
+		}
+		if signedIn(t, srv, cs[0]) {
+			t.Fatal("a fourth session in a table of three kept the oldest")
+		}
+		for i, c := range cs[1:] {
+			if !signedIn(t, srv, c) {
+				t.Fatalf("session %d of the last three was dropped", i+1)
+			}
+		}
+	})
+
+	t.Run("cookie attributes", func(t *testing.T) {
+		cases := []struct {
+			name       string
+			tls        bool
+			o          admin.Options
+			wantSecure bool
+		}{
+			{"plain HTTP", false, admin.Options{}, false},
+			{"TLS", true, admin.Options{}, true},
+			{"plain HTTP behind a TLS proxy", false, admin.Options{SecureCookie: true}, true},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				srv, _ := uiFixture(t, tc.o, tc.tls)
+				c := login(t, srv)
+				if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui" || c.Secure != tc.wantSecure {
+					t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui, Secure=%v", c, tc.wantSecure)
+				}
+				if c.MaxAge != int(admin.DefaultSessionTTL/time.Second) {
+					t.Fatalf("cookie Max-Age %d, want the default TTL", c.MaxAge)
+				}
+				if strings.Contains(c.Value, testToken) || len(c.Value) < 22 {
+					t.Fatalf("cookie value %q: want a random id, not the token", c.Value)
+				}
+				cl := srv.Client()
+				cl.CheckRedirect = noRedirect.CheckRedirect
+				req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/logout", nil)
+				req.AddCookie(c)
+				_, h, _ := page(t, cl, req)
+				if out := sessionCookie(t, h); out.Secure != tc.wantSecure || !out.HttpOnly || out.Path != "/ui" {
+					t.Fatalf("logout cookie %+v", out)
+				}
+			})
+		}
+	})
 }

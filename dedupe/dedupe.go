@@ -72,6 +72,9 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer in
 	// time. Nothing is known to have been written.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrReadOnly: the store was opened read-only (see ReadOnly) and the
+	// call would write. Nothing was sent to the backend.
+	ErrReadOnly = errors.New("store opened read-only")
 )
 
 // Response is the site's answer as stored for replay.
@@ -227,6 +230,27 @@ type PurgeRequest struct {
 	Limit int
 }
 
+// Reader is the part of a Store that only reads: what the operator's
+// read-only commands (list, lookup, conflicts) need. Its methods follow the
+// rules of Store.
+type Reader interface {
+	// Get returns one record with its stored response, or ErrNotFound.
+	Get(ctx context.Context, sender, key string) (Record, error)
+
+	// List returns records, newest received first.
+	List(ctx context.Context, f ListFilter) ([]Record, error)
+
+	// Conflicts returns recorded conflicts, newest first (State is ignored).
+	Conflicts(ctx context.Context, f ListFilter) ([]Conflict, error)
+
+	// Ping reports whether the store is reachable and migrated. It writes
+	// nothing.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources; safe to call twice.
+	Close() error
+}
+
 // Store keeps claims, stored answers and conflicts.
 //
 // Every method honours ctx's deadline and answers an error wrapping
@@ -234,6 +258,8 @@ type PurgeRequest struct {
 // time. Times are judged by the store's own clock (the database's, where
 // there is one), never by the caller's.
 type Store interface {
+	Reader
+
 	// Claim atomically decides one delivery against what is stored:
 	//   - no record, or an expired one          → Claimed (record created, processing)
 	//   - released, any payload hash            → Claimed (record re-owned, processing,
@@ -275,15 +301,6 @@ type Store interface {
 	// batches; records that vanished are skipped silently.
 	AddHits(ctx context.Context, hits []Hit) error
 
-	// Get returns one record with its stored response, or ErrNotFound.
-	Get(ctx context.Context, sender, key string) (Record, error)
-
-	// List returns records, newest received first.
-	List(ctx context.Context, f ListFilter) ([]Record, error)
-
-	// Conflicts returns recorded conflicts, newest first (State is ignored).
-	Conflicts(ctx context.Context, f ListFilter) ([]Conflict, error)
-
 	// Forget removes a record whatever its state or owner (the operator's
 	// release); ErrNotFound if there is none. A proxy still forwarding under
 	// the removed claim gets ErrNotOwner on its next write.
@@ -293,12 +310,20 @@ type Store interface {
 	// returns how many records went.
 	Purge(ctx context.Context, req PurgeRequest) (int, error)
 
-	// Ping reports whether the store is reachable and migrated.
-	Ping(ctx context.Context) error
-
-	// Close releases the store's resources; safe to call twice.
-	Close() error
+	// Probe makes one small real write, committed like a claim is, that
+	// leaves nothing a read can see: it tells whether the store takes
+	// writes now, where Ping only tells that it answers (a read-only
+	// database, a full disk, a replica, a server refusing writes all
+	// answer Ping). An error wraps ErrUnavailable. It writes where claims
+	// write and needs no permission they do not need; backends that write
+	// a record use the sender ProbeSender.
+	Probe(ctx context.Context) error
 }
+
+// ProbeSender is the sender under which a backend's Probe may write (and
+// at once remove) a record. No configured sender can have this name:
+// sender names may not contain ':'.
+const ProbeSender = "hookonce:probe"
 
 // Notifier is implemented by stores that can announce changes of a key, so
 // that deliveries waiting on a processing claim wake at once instead of on

@@ -722,6 +722,11 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) {
 		}
 		// Another try only while the claim is surely still ours.
 		if b.leaseLeft() <= pause {
+			// A write the store applied after its reply was lost (a frozen
+			// or cut database) is not a lost answer: look before saying so.
+			if d.storedByUs() {
+				return
+			}
 			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
 			d.log.Error("answer not stored before the lease ran out: a retry will run the handler again", "key", d.key, "attempts", attempt, "err", err)
 			return

@@ -140,6 +140,7 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"RequestBodyKept", testRequestBodyKept},
 		{"TruncatedAndEmpty", testTruncatedAndEmpty},
 		{"CancelledContext", testCancelledContext},
+		{"ProbeLeavesNothing", testProbeLeavesNothing},
 		{"ParallelClaimOneWinner", testParallelClaimOneWinner},
 		{"ParallelTakeoverOneWinner", testParallelTakeoverOneWinner},
 	}
@@ -697,6 +698,67 @@ func testCancelledContext(t *testing.T, s dedupe.Store, sender string) {
 		t.Fatalf("Claim with a cancelled context: err = %v, want ErrUnavailable", err)
 	}
 	mustNotFound(t, s, sender, "evt")
+}
+
+func testProbeLeavesNothing(t *testing.T, s dedupe.Store, sender string) {
+	o := owner()
+	mustClaim(t, s, req(sender, "evt", "h1", o), dedupe.Claimed)
+	for i := 0; i < 3; i++ {
+		if err := s.Probe(ctxT(t)); err != nil {
+			t.Fatalf("Probe on a healthy store: %v", err)
+		}
+	}
+	// Probes running beside claims and completions of other keys.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := s.Probe(context.Background()); err != nil {
+				t.Errorf("concurrent Probe: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			key, own := fmt.Sprintf("c%d", i), owner()
+			if _, err := s.Claim(context.Background(), req(sender, key, "h", own)); err != nil {
+				t.Errorf("Claim beside a probe: %v", err)
+				return
+			}
+			if err := s.Complete(context.Background(), sender, key, own, sampleResponse(), att("complete")); err != nil {
+				t.Errorf("Complete beside a probe: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	ctx := ctxT(t)
+	if recs, err := s.List(ctx, dedupe.ListFilter{Sender: dedupe.ProbeSender}); err != nil || len(recs) != 0 {
+		t.Fatalf("records of the probe sender: %v, %v", keys(recs), err)
+	}
+	all, err := s.List(ctx, dedupe.ListFilter{Limit: 10000})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, r := range all {
+		if r.Sender == dedupe.ProbeSender {
+			t.Fatalf("List shows a probe's record: %+v", r)
+		}
+	}
+	if cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: dedupe.ProbeSender}); err != nil || len(cs) != 0 {
+		t.Fatalf("conflicts of the probe sender: %d, %v", len(cs), err)
+	}
+	if recs, err := s.List(ctx, dedupe.ListFilter{Sender: sender}); err != nil || len(recs) != 5 {
+		t.Fatalf("the suite's records after probes: %v, %v; want evt and c0..c3", keys(recs), err)
+	}
+	if rec := mustGet(t, s, sender, "evt"); rec.State != dedupe.StateProcessing || rec.Owner != o {
+		t.Fatalf("probes touched a claim: %+v", rec)
+	}
+
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Probe(cctx); !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Probe with a cancelled context: err = %v, want ErrUnavailable", err)
+	}
 }
 
 // claimAtOnce fires n claims of one key at the same moment and counts the

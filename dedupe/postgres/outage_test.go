@@ -84,6 +84,9 @@ func TestOutageStopStart(t *testing.T) {
 	if err := s.Ping(ctxFor(t, deadline)); !errors.Is(err, dedupe.ErrUnavailable) {
 		t.Fatalf("Ping with the database stopped: %v", err)
 	}
+	if err := s.Probe(ctxFor(t, deadline)); !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Probe with the database stopped: %v", err)
+	}
 	// A replica starting now (serve migrates on start) fails fast, too.
 	began := time.Now()
 	if _, err := postgres.New(ctxFor(t, deadline), srv.DSN("postgres")); !errors.Is(err, dedupe.ErrUnavailable) || time.Since(began) > deadline+slack {
@@ -96,6 +99,9 @@ func TestOutageStopStart(t *testing.T) {
 	res := eventually(t, s, claimReq("during", "h"))
 	if res.Outcome != dedupe.Claimed {
 		t.Fatalf("first claim of 'during' after the outage: %v, want claimed", res.Outcome)
+	}
+	if err := s.Probe(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Probe after the outage: %v", err)
 	}
 	dup := eventually(t, s, claimReq("before", "h"))
 	if dup.Outcome != dedupe.Duplicate || string(dup.Record.Response.Body) != "ok" {

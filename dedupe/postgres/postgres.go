@@ -12,6 +12,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,13 +86,18 @@ func New(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// Open opens the store without migrating (for read-only tools). It does not
-// wait for the database: connections are made on first use.
+// Open opens the store without migrating (for tools that write records,
+// such as release and purge, and for serve, which migrates next). It does
+// not wait for the database: connections are made on first use.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := Config(dsn)
 	if err != nil {
 		return nil, err
 	}
+	return open(ctx, cfg)
+}
+
+func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -99,12 +105,47 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
+// OpenReadOnly opens the store for the operator's read-only commands, as
+// the other backends' OpenReadOnly do: it migrates and writes nothing, and
+// fails unless the database answers with a current schema (see Ping).
+// Every write of the returned Store fails with dedupe.ErrReadOnly, and its
+// sessions are read-only on the server as well
+// (default_transaction_read_only), whatever the DSN says.
+func OpenReadOnly(ctx context.Context, dsn string) (dedupe.Store, error) {
+	s, err := openReadOnly(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.ReadOnly(s), nil
+}
+
+func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = 4 // one command, a query at a time
+	}
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 // Config parses a postgres:// or postgresql:// DSN into a pool configuration
 // with hookonce's defaults for whatever the DSN leaves unset.
 func Config(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: invalid DSN (want postgres://user:password@host:port/db?…): %s", parseReason(err))
+		return nil, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
+			dedupe.RedactDSN(dsn), parseReason(err))
 	}
 	cc := cfg.ConnConfig
 	for k, v := range defaultRuntimeParams {
@@ -730,6 +771,29 @@ func (s *Store) Ping(ctx context.Context) error {
 	want := latestVersion()
 	if v == nil || int(*v) < want {
 		return fmt.Errorf("postgres ping: schema at version %v, want %d (run hookonce migrate)", derefOr(v), want)
+	}
+	return nil
+}
+
+// Probe implements dedupe.Store: a record of dedupe.ProbeSender inserted
+// and deleted in one transaction, committed as a claim is. It needs only
+// what claims need (INSERT and DELETE on hookonce_records), never shows to
+// another transaction, and fails, wrapping dedupe.ErrUnavailable, where a
+// claim would: a read-only transaction mode, a standby, a full disk, a
+// stopped server.
+func (s *Store) Probe(ctx context.Context) error {
+	key := rand.Text()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
+			VALUES ($1, $2, 'processing', '', clock_timestamp(), clock_timestamp())`, dedupe.ProbeSender, key); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, dedupe.ProbeSender, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres probe: %w: %w", dedupe.ErrUnavailable, err)
 	}
 	return nil
 }

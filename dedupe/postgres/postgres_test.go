@@ -99,5 +99,6 @@ func (p twoPools) Forget(ctx context.Context, s, k string) error { return p.pick
 func (p twoPools) Purge(ctx context.Context, r dedupe.PurgeRequest) (int, error) {
 	return p.pick().Purge(ctx, r)
 }
-func (p twoPools) Ping(ctx context.Context) error { return p.pick().Ping(ctx) }
-func (p twoPools) Close() error                   { return nil } // closed by the test
+func (p twoPools) Ping(ctx context.Context) error  { return p.pick().Ping(ctx) }
+func (p twoPools) Probe(ctx context.Context) error { return p.pick().Probe(ctx) }
+func (p twoPools) Close() error                    { return nil } // closed by the test

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/internal/pgtest"
 )
@@ -96,6 +100,9 @@ func TestInvalidDSNHidesPassword(t *testing.T) {
 		"postgres://u:s3cret@127.0.0.1:5432/db?connect_timeout=soon",
 		"postgresql://u:s3cret@[::1/db",
 		"postgres://u:s3cret@127.0.0.1/db?pool_max_conns=0",
+		"postgres://u@127.0.0.1:notaport/db?password=s3cret",
+		"postgres://u@127.0.0.1/db?sslpassword=s3cret&connect_timeout=soon",
+		"postgres://u:s3cret@127.0.0.1/db?password=s3cret&sslmode=bogus",
 	} {
 		_, err := postgres.Open(context.Background(), dsn)
 		if err == nil {
@@ -296,4 +303,119 @@ func TestLeastPrivilegeRoleServesMigratedDatabase(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `CREATE TABLE probe (id int)`); err == nil {
 		t.Fatalf("role %s may create tables: the test proves nothing", role)
 	}
+}
+
+// OpenReadOnly migrates nothing: on a database never migrated it fails
+// saying so and leaves no table behind. On a migrated one it reads what a
+// writable store wrote, refuses writes, and its sessions are read-only on
+// the server as well.
+func TestOpenReadOnly(t *testing.T) {
+	srv := pgtest.Shared(t)
+	tables := func(t *testing.T, dsn string) int {
+		t.Helper()
+		c, err := pgx.Connect(ctxFor(t, 10*time.Second), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		var n int
+		if err := c.QueryRow(ctxFor(t, 5*time.Second), `SELECT count(*) FROM pg_tables WHERE tablename LIKE 'hookonce%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("never migrated", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		_, err := postgres.OpenReadOnly(ctxFor(t, 10*time.Second), dsn)
+		if err == nil || !strings.Contains(err.Error(), "hookonce migrate") {
+			t.Fatalf("OpenReadOnly on an unmigrated database: %v, want it to say to migrate", err)
+		}
+		if n := tables(t, dsn); n != 0 {
+			t.Fatalf("OpenReadOnly left %d hookonce tables", n)
+		}
+	})
+
+	t.Run("migrated", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		rw := mustNew(t, dsn)
+		dedupetest.RunReadOnly(t, rw, func(t *testing.T) dedupe.Store {
+			s, err := postgres.OpenReadOnly(ctxFor(t, 10*time.Second), dsn)
+			if err != nil {
+				t.Fatalf("OpenReadOnly: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+
+	t.Run("sessions are read-only on the server", func(t *testing.T) {
+		dsn := srv.NewDatabase(t)
+		mustNew(t, dsn)
+		s, err := postgres.OpenReadOnlyUnwrapped(ctxFor(t, 10*time.Second), dsn+"&default_transaction_read_only=off")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		_, err = s.Pool().Exec(ctxFor(t, 5*time.Second), `DELETE FROM hookonce_records`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
+			t.Fatalf("a write on a read-only session: %v, want SQLSTATE 25006", err)
+		}
+	})
+}
+
+// A database whose transactions are read-only by default (as a standby's
+// are) answers Ping and refuses the probe's write, as it would refuse a
+// claim; the probe passes again once writes are allowed.
+func TestProbeFailsInAReadOnlyDatabase(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.NewDatabase(t)
+	s := mustNew(t, dsn)
+	if err := s.Probe(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	admin, err := pgx.Connect(ctxFor(t, 10*time.Second), srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	db := strings.TrimSuffix(dsn[strings.LastIndex(dsn, "/")+1:], "?sslmode=disable")
+	setMode := func(t *testing.T, mode string) {
+		t.Helper()
+		ctx := ctxFor(t, 10*time.Second)
+		if _, err := admin.Exec(ctx, `ALTER DATABASE "`+db+`" SET default_transaction_read_only = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		// The setting applies to new sessions: end the store's.
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probeUntil := func(t *testing.T, ok func(error) bool) error {
+		t.Helper()
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = s.Probe(ctxFor(t, 2*time.Second)); ok(err) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("Probe kept answering %v", err)
+		return nil
+	}
+
+	setMode(t, "on")
+	err = probeUntil(t, func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "25006" // read_only_sql_transaction
+	})
+	if !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("Probe in a read-only database: %v, want ErrUnavailable", err)
+	}
+	if err := s.Ping(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("Ping in a read-only database: %v", err)
+	}
+	setMode(t, "off")
+	probeUntil(t, func(err error) bool { return err == nil })
 }

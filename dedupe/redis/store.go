@@ -47,10 +47,13 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +140,18 @@ func New(ctx context.Context, url string) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the store for the operator's read-only commands, as
+// the other backends' OpenReadOnly do: Redis has no schema to migrate, so
+// it is New, checking that the server answers, with every write of the
+// returned Store failing with dedupe.ErrReadOnly.
+func OpenReadOnly(ctx context.Context, url string) (dedupe.Store, error) {
+	s, err := New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.ReadOnly(s), nil
+}
+
 var quietDriver sync.Once
 
 type discardLogger struct{}
@@ -146,7 +161,7 @@ func (discardLogger) Printf(context.Context, string, ...any) {}
 func newClient(url string) (goredis.UniversalClient, bool, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, false, fmt.Errorf("redis URL %q has no scheme", redactURL(url))
+		return nil, false, fmt.Errorf("redis URL %q has no scheme", dedupe.RedactDSN(url))
 	}
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" && base != "unix" {
@@ -157,21 +172,21 @@ func newClient(url string) (goredis.UniversalClient, bool, error) {
 	case "":
 		o, err := goredis.ParseURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewClient(o), false, nil
 	case "sentinel":
 		o, err := goredis.ParseFailoverURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis sentinel URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis sentinel URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewFailoverClient(o), false, nil
 	case "cluster":
 		o, err := goredis.ParseClusterURL(plain)
 		if err != nil {
-			return nil, false, fmt.Errorf("parse redis cluster URL %q: %w", redactURL(url), err)
+			return nil, false, fmt.Errorf("parse redis cluster URL %q: %w", dedupe.RedactDSN(url), parseError(err))
 		}
 		o.ContextTimeoutEnabled = true
 		return goredis.NewClusterClient(o), true, nil
@@ -180,19 +195,14 @@ func newClient(url string) (goredis.UniversalClient, bool, error) {
 	}
 }
 
-// redactURL drops the userinfo (a password) from a URL for messages.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return "…"
+// parseError is a URL parser's error without the URL: net/url quotes
+// the URL whole, password and all.
+func parseError(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return errors.New(ue.Err.Error())
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		slash := strings.Index(rest, "/")
-		if slash < 0 || at < slash {
-			rest = "…@" + rest[at+1:]
-		}
-	}
-	return scheme + "://" + rest
+	return err
 }
 
 // unavailable wraps a driver error (connection refused, timeout, cancelled
@@ -506,6 +516,25 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// probeKey is the key Probe writes: a plain string with a short expiry,
+// outside every record's slot and every index.
+const probeKey = prefix + "probe"
+
+// Probe implements dedupe.Store: SET of probeKey with a 10s expiry, a
+// write that the server refuses when it refuses the claims' writes (a
+// replica, min-replicas-to-write unmet, maxmemory reached under
+// noeviction, a failed RDB save with stop-writes-on-bgsave-error). On
+// Cluster it probes the node that holds probeKey's slot.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("probe", err)
+	}
+	if err := s.client.Set(ctx, probeKey, rand.Text(), 10*time.Second).Err(); err != nil {
+		return unavailable("probe", err)
 	}
 	return nil
 }

@@ -47,7 +47,10 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		{"other scheme", "postgres://localhost/db", "scheme"},
 		{"unknown variant", "redis+shard://localhost:6379", "scheme"},
 		{"unknown option", "redis://localhost:6379?bogus=1", "bogus"},
-		{"password is not echoed", "redis://u:s3cret@localhost:6379?bogus=1", "…@localhost"},
+		{"password is not echoed", "redis://u:s3cret@localhost:6379?bogus=1", "u:xxxxx@localhost"},
+		{"nor in a bad port", "redis://u:s3cret@localhost:badport", "invalid port"},
+		{"nor in a bad host", "redis://u:s3cret@[::1/0", "missing ']'"},
+		{"nor on Cluster", "redis+cluster://u:s3cret@h:bad", "invalid port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,7 +315,8 @@ func TestOutage(t *testing.T) {
 					_, err := s.Get(ctx, sender, "before")
 					return err
 				},
-				"Ping": s.Ping,
+				"Ping":  s.Ping,
+				"Probe": s.Probe,
 			}
 			for op, fn := range ops {
 				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -597,5 +601,83 @@ func TestPurgePagesPastLiveLeases(t *testing.T) {
 	// --older-than never takes a live lease either.
 	if n, err := s.Purge(ctx, dedupe.PurgeRequest{ReceivedBefore: time.Now().Add(time.Hour)}); err != nil || n != 0 {
 		t.Fatalf("Purge(older-than) = %d, %v; want 0 (only live leases left)", n, err)
+	}
+}
+
+// OpenReadOnly reads what a writable store wrote and refuses writes; on an
+// empty server, opening and reading leave it empty.
+func TestOpenReadOnly(t *testing.T) {
+	srv := redistest.Shared(t)
+	dedupetest.RunReadOnly(t, mustOpen(t, srv.URL()), func(t *testing.T) dedupe.Store {
+		s, err := redis.OpenReadOnly(ctxT(t, 5*time.Second), srv.URL())
+		if err != nil {
+			t.Fatalf("OpenReadOnly: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+
+	t.Run("writes no key", func(t *testing.T) {
+		empty := redistest.Start(t)
+		s, err := redis.OpenReadOnly(ctxT(t, 5*time.Second), empty.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.List(ctxT(t, 5*time.Second), dedupe.ListFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Conflicts(ctxT(t, 5*time.Second), dedupe.ListFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctxT(t, 5*time.Second), "shop", "k"); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if got := empty.Do(t, "DBSIZE"); got != ":0" {
+			t.Fatalf("DBSIZE after read-only use = %s, want :0", got)
+		}
+	})
+}
+
+// A Redis that refuses writes but answers reads and PING fails the probe,
+// as it would fail claims, and passes it again once it takes writes.
+func TestProbeFailsWhenRedisRefusesWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.URL())
+	refusals := []struct {
+		name      string
+		set, undo []string
+		want      string
+	}{
+		{"min-replicas-to-write unmet", []string{"CONFIG", "SET", "min-replicas-to-write", "1"},
+			[]string{"CONFIG", "SET", "min-replicas-to-write", "0"}, "NOREPLICAS"},
+		{"maxmemory reached under noeviction", []string{"CONFIG", "SET", "maxmemory", "1"},
+			[]string{"CONFIG", "SET", "maxmemory", "0"}, "OOM"},
+	}
+	for _, r := range refusals {
+		t.Run(r.name, func(t *testing.T) {
+			if err := s.Probe(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Probe before: %v", err)
+			}
+			if got := srv.Do(t, r.set...); got != "+OK" {
+				t.Fatalf("%v = %q", r.set, got)
+			}
+			err := s.Probe(ctxT(t, 5*time.Second))
+			if !errors.Is(err, dedupe.ErrUnavailable) || !strings.Contains(err.Error(), r.want) {
+				t.Errorf("Probe: %v, want ErrUnavailable naming %s", err, r.want)
+			}
+			if _, cerr := s.Claim(ctxT(t, 5*time.Second), claimReq("probe-test", r.name, "h", "o", time.Minute)); cerr == nil {
+				t.Errorf("a claim succeeded where the probe failed")
+			}
+			if err := s.Ping(ctxT(t, 5*time.Second)); err != nil {
+				t.Errorf("Ping: %v", err)
+			}
+			if got := srv.Do(t, r.undo...); got != "+OK" {
+				t.Fatalf("%v = %q", r.undo, got)
+			}
+			if err := s.Probe(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Probe after %v: %v", r.undo, err)
+			}
+		})
 	}
 }

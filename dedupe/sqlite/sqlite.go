@@ -9,12 +9,14 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -79,13 +81,16 @@ CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
 
 // Store is a dedupe.Store in one SQLite file.
 type Store struct {
+	path string
 	w, r *sql.DB // w: the single writer connection; r: readers
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open opens (creating if needed) and migrates the database at path.
+// Open opens the database at path for serving: it creates the file if
+// needed and migrates it (like postgres.New). Read-only tools use
+// OpenReadOnly, which creates, migrates and writes nothing.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
@@ -99,7 +104,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			q.Add("_pragma", extra)
 		}
 		q.Set("_txlock", "immediate")
-		return "file:" + path + "?" + q.Encode()
+		return fileURI(path, q)
 	}
 	w, err := sql.Open("sqlite", dsn(""))
 	if err != nil {
@@ -117,7 +122,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r}, nil
+	return &Store{path: path, w: w, r: r}, nil
+}
+
+// fileURI is the SQLite URI filename of path with the driver's and
+// SQLite's parameters q. Characters that a URI gives a meaning to are
+// escaped, so the path names the same file in every mode it is opened in.
+func fileURI(path string, q url.Values) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	return "file:" + esc + "?" + q.Encode()
 }
 
 // migrate applies the pending steps in one BEGIN IMMEDIATE transaction, so
@@ -505,7 +518,13 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
-	rec, err := scanRecord(s.r.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, sender, key))
+	return getRecord(ctx, s.r, sender, key)
+}
+
+// The reads below are shared by Store and the read-only reader.
+
+func getRecord(ctx context.Context, db *sql.DB, sender, key string) (dedupe.Record, error) {
+	rec, err := scanRecord(db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, sender, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, fmt.Errorf("get %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
@@ -524,9 +543,13 @@ func limit(n int) int {
 
 // List implements dedupe.Store.
 func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
+	return listRecords(ctx, s.r, f)
+}
+
+func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Record, error) {
 	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)
 		ORDER BY received_at DESC, key DESC LIMIT ?`
-	rows, err := s.r.QueryContext(ctx, q, f.Sender, f.Sender, string(f.State), string(f.State), limit(f.Limit))
+	rows, err := db.QueryContext(ctx, q, f.Sender, f.Sender, string(f.State), string(f.State), limit(f.Limit))
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
@@ -547,7 +570,11 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 
 // Conflicts implements dedupe.Store.
 func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
+	return listConflicts(ctx, s.r, f)
+}
+
+func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	rows, err := db.QueryContext(ctx, `SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
 		FROM conflicts WHERE (? = '' OR sender = ?) ORDER BY id DESC LIMIT ?`, f.Sender, f.Sender, limit(f.Limit))
 	if err != nil {
 		return nil, unavailable("conflicts", err)
@@ -617,12 +644,51 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 
 // Ping implements dedupe.Store: reachable and migrated.
 func (s *Store) Ping(ctx context.Context) error {
+	return ping(ctx, s.r)
+}
+
+func ping(ctx context.Context, db *sql.DB) error {
 	var v int
-	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return unavailable("ping", err)
 	}
 	if v != schemaVersion {
 		return fmt.Errorf("ping: schema version %d, want %d: %w", v, schemaVersion, dedupe.ErrUnavailable)
+	}
+	return nil
+}
+
+// Probe implements dedupe.Store: a record of dedupe.ProbeSender inserted
+// and deleted in one committed write transaction on the writer connection,
+// as a claim commits (a rolled-back transaction would write nothing to the
+// WAL, and so find nothing out).
+//
+// First it checks that the file and its directory are still writable by
+// this process. The open connection would go on writing to a file made
+// read-only under it, but the next connection (after an error, or a
+// restart) could not open it for writing, nor create its -wal and -shm.
+func (s *Store) Probe(ctx context.Context) error {
+	for _, p := range []string{s.path, filepath.Dir(s.path)} {
+		if err := writable(p); err != nil {
+			return unavailable("probe", fmt.Errorf("%s is not writable: %w", p, err))
+		}
+	}
+	key := rand.Text()
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return unavailable("probe", err)
+	}
+	defer tx.Rollback()
+	now := ms(time.Now())
+	if _, err := tx.ExecContext(ctx, `INSERT INTO records (sender, key, state, payload_hash, received_at, expires_at)
+		VALUES (?, ?, 'processing', '', ?, ?)`, dedupe.ProbeSender, key, now, now); err != nil {
+		return unavailable("probe", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE sender = ? AND key = ?`, dedupe.ProbeSender, key); err != nil {
+		return unavailable("probe", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable("probe", err)
 	}
 	return nil
 }
