@@ -8,6 +8,7 @@ package admin
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -104,6 +105,8 @@ type Handler struct {
 	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
 	// sessions are the /ui sign-ins.
 	sessions *sessions
+	// csrfKey signs the /ui forms' tokens (random per process).
+	csrfKey []byte
 
 	probe writeProbe
 }
@@ -142,7 +145,8 @@ func New(o Options) (*Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger, sessions: newSessions(o.MaxSessions)}
+	h := &Handler{o: o, mux: http.NewServeMux(), log: o.Logger, sessions: newSessions(o.MaxSessions),
+		csrfKey: []byte(rand.Text())}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

@@ -2,9 +2,12 @@ package admin
 
 import (
 	"bytes"
+	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -27,8 +30,10 @@ import (
 // expires (Options.SessionTTL) or /ui/logout ends it; the cookie carries
 // only that id, never the token. It is HttpOnly, SameSite=Strict, scoped
 // to Path=/ui, and Secure when the login came over TLS or
-// Options.SecureCookie says a proxy terminates TLS. The page only reads,
-// so the cookie cannot be used to change anything.
+// Options.SecureCookie says a proxy terminates TLS. The one thing the page
+// changes is a redelivery, a POST whose form carries a CSRF token bound to
+// the session (an HMAC of the session id under a per-process key), so
+// another site cannot make a signed-in browser send it.
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -56,6 +61,51 @@ func (h *Handler) routeUI() {
 	h.mux.Handle("GET /ui/events", h.uiAuth(h.uiEvents))
 	h.mux.Handle("GET /ui/events/{sender}/{key...}", h.uiAuth(h.uiEvent))
 	h.mux.Handle("GET /ui/conflicts", h.uiAuth(h.uiConflicts))
+	h.mux.Handle("POST /ui/redeliver/{sender}/{key...}", h.uiAuth(h.uiRedeliver))
+}
+
+// csrfToken is the token the page's forms carry for r's session: an HMAC of
+// the session id (empty when the listener needs no sign-in) under a key
+// made at start. Another origin can neither read nor compute it.
+func (h *Handler) csrfToken(r *http.Request) string {
+	id := ""
+	if c, err := r.Cookie(CookieName); err == nil {
+		id = c.Value
+	}
+	m := hmac.New(sha256.New, h.csrfKey)
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// uiRedeliver sends a stored event to the site again, for an operator on
+// the event's page.
+func (h *Handler) uiRedeliver(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(h.csrfToken(r))) != 1 {
+		h.render(w, http.StatusForbidden, "error.html", errorPage{Title: "Refused", Message: "The form is missing its CSRF token or it is stale: reload the event's page and try again."})
+		return
+	}
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	if h.o.Redeliver == nil {
+		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available", Message: "Redelivery needs the admin listener of hookonce serve."})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	force := r.PostFormValue("force") == "true"
+	res, err := h.o.Redeliver(ctx, sender, key, force)
+	msg := ""
+	switch {
+	case errors.Is(err, ErrRefused):
+		msg = "Not redelivered: " + err.Error()
+	case err != nil:
+		h.uiStoreError(w, "redeliver", err)
+		return
+	default:
+		h.log.Warn("admin: event redelivered by an operator (page)", "sender", sender, "key", key, "force", force, "outcome", res.Outcome, "status", res.Status)
+		msg = fmt.Sprintf("Redelivered: %s, the site answered %d.", res.Outcome, res.Status)
+	}
+	http.Redirect(w, r, eventURL(sender, key)+"?note="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
 // uiAuthorized accepts the bearer header or the session cookie.
@@ -146,6 +196,23 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 
+// uiUnretried lists the events whose senders gave up.
+func (h *Handler) uiUnretried(w http.ResponseWriter, r *http.Request, p eventsPage) {
+	p.Sender, p.Status, p.Limit = r.URL.Query().Get("sender"), "unretried", MaxLimit
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	recs, err := h.o.Unretried(ctx, p.Sender)
+	if err != nil {
+		h.uiStoreError(w, "list", err)
+		return
+	}
+	now := h.o.Now()
+	for _, rec := range recs {
+		p.Rows = append(p.Rows, eventRow{Record: rec, Age: Age(now, rec.ReceivedAt)})
+	}
+	h.render(w, http.StatusOK, "events.html", p)
+}
+
 type eventsPage struct {
 	Title   string
 	Sender  string
@@ -163,7 +230,14 @@ type eventRow struct {
 }
 
 func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
-	p := eventsPage{Title: "Events", States: []string{"processing", "done", "unknown"}}
+	p := eventsPage{Title: "Events", States: []string{"processing", "done", "unknown", "released"}}
+	if h.o.Unretried != nil {
+		p.States = append(p.States, "unretried")
+	}
+	if r.URL.Query().Get("status") == "unretried" && h.o.Unretried != nil {
+		h.uiUnretried(w, r, p)
+		return
+	}
 	f, err := listFilter(r, true)
 	p.Sender, p.Status, p.Limit = f.Sender, string(f.State), f.Limit
 	if err != nil {
@@ -196,6 +270,10 @@ type eventPage struct {
 	Age    string
 	// Headers are the stored response headers, sorted by name.
 	Headers [][2]string
+	CSRF    string // the redeliver form's token
+	Note    string // what the last redelivery came to
+	// CanRedeliver: this listener can redeliver (it belongs to serve).
+	CanRedeliver bool
 }
 
 func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +285,8 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 		h.uiStoreError(w, "get", err)
 		return
 	}
-	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt)}
+	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt),
+		CSRF: h.csrfToken(r), Note: r.URL.Query().Get("note"), CanRedeliver: h.o.Redeliver != nil}
 	if rec.Response != nil {
 		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {
 			for _, v := range rec.Response.Header[name] {
