@@ -327,7 +327,7 @@ func TestBitrixSuccessRules(t *testing.T) {
 			if !third.Replayed() || string(third.Body) != string(second.Body) || site.Executions("fail-1") != 2 {
 				t.Fatalf("third: replayed=%v %q executions %d; want the stored success %q", third.Replayed(), third.Body, site.Executions("fail-1"), second.Body)
 			}
-			if got := ctCounter(t, px.Registry, "s", "not_success"); got != 1 {
+			if got := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "s", "outcome", "not_success"); got != 1 {
 				t.Errorf("not_success counted %v times, want 1", got)
 			}
 		})

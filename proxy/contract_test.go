@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -291,30 +289,6 @@ senders:
 	}
 }
 
-// ctCounter reads hookonce_requests_total{sender, outcome}.
-func ctCounter(t *testing.T, reg *prometheus.Registry, sender, outcome string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "hookonce_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["sender"] == sender && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 func TestShadowModeObservesOnly(t *testing.T) {
 	t.Setenv("CT_SECRET", "gh-current")
 	store := newStore(t)
@@ -348,7 +322,7 @@ senders:
 	for outcome, want := range map[string]float64{
 		"processed": 1, "would_duplicate": 1, "would_conflict": 1, "would_rejected_signature": 1, "duplicate": 0,
 	} {
-		if got := ctCounter(t, px.Registry, "s", outcome); got != want {
+		if got := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "s", "outcome", outcome); got != want {
 			t.Errorf("hookonce_requests_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}
 	}

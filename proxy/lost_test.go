@@ -67,7 +67,9 @@ func TestEventThatNeverCompleted(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	time.Sleep(1100 * time.Millisecond)
 	go px.Proxy.WatchUnretried(wctx, 50*time.Millisecond)
-	waitFor(t, func() bool { return gaugeLabel(t, px, "hookonce_unretried_events", "shop") == 1 })
+	waitFor(t, func() bool {
+		return proxytest.Metric(t, px.Registry, "hookonce_unretried_events", "sender", "shop") == 1
+	})
 	time.Sleep(150 * time.Millisecond)
 	if n := strings.Count(px.Logs.String(), "stopped retrying"); n != 1 {
 		t.Errorf("logged %d times, want once", n)
@@ -89,7 +91,9 @@ func TestEventThatNeverCompleted(t *testing.T) {
 	if rec.State != dedupe.StateDone || len(rec.Attempts) != 4 || rec.LastAttempt().By != dedupe.AttemptByOperator {
 		t.Fatalf("after redelivery: %+v", rec)
 	}
-	waitFor(t, func() bool { return gaugeLabel(t, px, "hookonce_unretried_events", "shop") == 0 })
+	waitFor(t, func() bool {
+		return proxytest.Metric(t, px.Registry, "hookonce_unretried_events", "sender", "shop") == 0
+	})
 	cancel()
 
 	// The sender's own late retry is now a duplicate.
@@ -174,25 +178,4 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func gaugeLabel(t *testing.T, px *proxytest.Instance, name, sender string) float64 {
-	t.Helper()
-	mfs, err := px.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "sender" && l.GetValue() == sender {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

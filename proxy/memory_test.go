@@ -185,7 +185,7 @@ senders:
 		}()
 	}
 	wg.Wait()
-	inflight := gaugeValue(t, px, "hookonce_inflight")
+	inflight := proxytest.Metric(t, px.Registry, "hookonce_inflight")
 	grew, heap := stop()
 	close(held)
 	n := 0
@@ -205,18 +205,4 @@ senders:
 	if site.Total() != 0 {
 		t.Errorf("the site was called %d times for incomplete bodies", site.Total())
 	}
-}
-
-func gaugeValue(t *testing.T, px *proxytest.Instance, name string) float64 {
-	t.Helper()
-	mfs, err := px.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
 }

@@ -465,31 +465,44 @@ func TestTruncatedStoredAnswer(t *testing.T) {
 
 // Close during a slow forward: after the drain deadline the forward is
 // aborted and its claim released, so the sender's retry runs it.
-func TestCloseAbortsAndReleases(t *testing.T) {
-	store := newStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
-	})
-	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "upstream_timeout: 2s", "upstream_timeout: 10s", 1))
-	done := make(chan proxytest.Reply)
-	go func() { done <- proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"drain"}`) }()
-	for site.Executions("drain") == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	if err := px.Proxy.Close(ctx); err == nil {
-		t.Fatal("Close reported a clean drain while a forward was stuck")
-	}
-	got := <-done
-	if got.Status != http.StatusServiceUnavailable {
-		t.Fatalf("aborted delivery answered %d, want 503", got.Status)
-	}
-	if rec, err := get(t, store, "shop", "drain"); err != nil || rec.State != dedupe.StateReleased {
-		t.Fatalf("aborted claim not released: %v", err)
+// Shutdown with a delivery at the site is an ambiguous outcome: the
+// sender gets 503 + Retry-After, and the claim is released, or held under
+// ambiguous: hold, never silently dropped; the log says ambiguous.
+func TestCloseAbortsDeliveriesAtTheSite(t *testing.T) {
+	for _, tt := range []struct {
+		ambiguous string
+		want      dedupe.State
+	}{{"release", dedupe.StateReleased}, {"hold", dedupe.StateUnknown}} {
+		t.Run(tt.ambiguous, func(t *testing.T) {
+			store := newStore(t)
+			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			})
+			px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "upstream_timeout: 2s",
+				"upstream_timeout: 10s\n    ambiguous: "+tt.ambiguous, 1))
+			done := make(chan proxytest.Reply)
+			go func() { done <- proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"drain"}`) }()
+			for site.Executions("drain") == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			if err := px.Proxy.Close(ctx); err == nil {
+				t.Fatal("Close reported a clean drain while a forward was stuck")
+			}
+			if got := <-done; got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+				t.Fatalf("aborted delivery answered %d, want 503 + Retry-After", got.Status)
+			}
+			if rec, err := get(t, store, "shop", "drain"); err != nil || rec.State != tt.want {
+				t.Fatalf("record after shutdown: %+v %v, want state %s", rec, err, tt.want)
+			}
+			if !strings.Contains(px.Logs.String(), `"outcome":"ambiguous"`) {
+				t.Fatal("the shutdown abort was not logged as ambiguous")
+			}
+		})
 	}
 }
 

@@ -274,7 +274,7 @@ func TestSendersSharingAPathToldApartByContent(t *testing.T) {
 				if r4.StatusCode != http.StatusMethodNotAllowed || r4.Header.Get("Allow") != "GET, POST" {
 					t.Errorf("PUT: status %d Allow %q, want 405 GET, POST", r4.StatusCode, r4.Header.Get("Allow"))
 				}
-				if n := ctCounter(t, px.Registry, "", "unmatched"); n != 4 {
+				if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "unmatched"); n != 4 {
 					t.Errorf("hookonce_requests_total{outcome=unmatched} = %v, want 4", n)
 				}
 			}

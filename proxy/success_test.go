@@ -64,7 +64,7 @@ senders:
 			if r3.Header.Get("Idempotent-Replayed") != "true" {
 				t.Fatal("the third delivery was not replayed from the store")
 			}
-			if n := ctCounter(t, px.Registry, "pay", "not_success"); n != 1 {
+			if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "pay", "outcome", "not_success"); n != 1 {
 				t.Errorf("not_success counted %v times, want 1", n)
 			}
 		})

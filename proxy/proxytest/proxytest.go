@@ -235,3 +235,33 @@ func AssertFreed(t testing.TB, store dedupe.Store, sender, key string) {
 		t.Errorf("claim on %s/%s not freed: %+v, %v", sender, key, rec, err)
 	}
 }
+
+// Metric sums the series of the metric name in reg whose labels include
+// every given name/value pair (counters and gauges alike); 0 when none.
+func Metric(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
