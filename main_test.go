@@ -165,57 +165,6 @@ senders:
     key: [ { body: id } ]
 `
 
-func TestServeReplayAndLookup(t *testing.T) {
-	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
-	cfg := filepath.Join(dir, "hookonce.yaml")
-	writeFile(t, cfg, e2eConfig)
-	store := "sqlite:" + filepath.Join(dir, "h.db")
-	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", store)
-
-	url := "http://" + s.addr + "/hooks/shop"
-	first := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
-	again := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
-	if first.Status != 200 || !again.Replayed() || string(again.Body) != string(first.Body) {
-		t.Fatalf("first %d %q; repeat %d replayed=%v %q", first.Status, first.Body, again.Status, again.Replayed(), again.Body)
-	}
-	if n := site.Executions("ord-1"); n != 1 {
-		t.Fatalf("executions = %d, want 1", n)
-	}
-
-	out, errOut, code := hookonce(t, "lookup", "--json", "--store", store, "shop", "ord-1")
-	if code != 0 {
-		t.Fatalf("lookup exit %d: %s", code, errOut)
-	}
-	var rec struct {
-		State    string `json:"state"`
-		Response struct {
-			Status   int    `json:"status"`
-			BodyText string `json:"body_text"`
-		} `json:"response"`
-	}
-	if err := json.Unmarshal([]byte(out), &rec); err != nil {
-		t.Fatalf("lookup --json: %v\n%s", err, out)
-	}
-	if rec.State != "done" || rec.Response.Status != 200 || rec.Response.BodyText != string(first.Body) {
-		t.Fatalf("lookup = %+v, want done 200 %q", rec, first.Body)
-	}
-	out, _, code = hookonce(t, "lookup", "--store", store, "shop", "ord-1")
-	if code != 0 || !strings.Contains(out, "state:") || !strings.Contains(out, string(first.Body)) {
-		t.Fatalf("lookup (text) exit %d:\n%s", code, out)
-	}
-	if _, errOut, code := hookonce(t, "lookup", "--store", store, "shop", "nope"); code != 3 || !strings.Contains(errOut, `"nope"`) {
-		t.Fatalf("lookup of a missing record: exit %d %q, want 3", code, errOut)
-	}
-	out, _, code = hookonce(t, "list", "--json", "--store", store, "--sender", "shop")
-	var list []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0]["key"] != "ord-1" {
-		t.Fatalf("list --json exit %d: %s", code, out)
-	}
-
-	s.terminate(t)
-}
-
 func TestExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

@@ -24,7 +24,7 @@ import (
 	"github.com/hookonce/hookonce/contract"
 )
 
-// serveDrainDefault is serve's --drain-timeout default (cmd_serve.go).
+// serveDrainDefault is serve's --drain-timeout default (internal/cli/serve.go).
 const serveDrainDefault = 30 * time.Second
 
 // needTool returns the tool's path, skipping the test when it is missing

@@ -1,4 +1,4 @@
-package main_test
+package cli
 
 import (
 	"context"
@@ -150,9 +150,9 @@ func TestServeAdminListener(t *testing.T) {
 	if _, err := http.Get(admin + "/healthz"); err == nil {
 		t.Fatal("the admin listener still answers after serve stopped")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.logs {
+	s.stderr.mu.Lock()
+	defer s.stderr.mu.Unlock()
+	for _, l := range s.stderr.logs {
 		if b, _ := json.Marshal(l); strings.Contains(string(b), token) {
 			t.Fatalf("the log shows the admin token: %s", b)
 		}

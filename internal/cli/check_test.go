@@ -1,4 +1,4 @@
-package main_test
+package cli
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 )
 
 // The fixtures live beside the contract package's other test data.
-const checkDir = "contract/testdata/check"
+const checkDir = "../../contract/testdata/check"
 
 func TestCheckRequest(t *testing.T) {
 	cfg := filepath.Join(checkDir, "hookonce.yaml")
@@ -93,9 +93,9 @@ func TestCheckConfig(t *testing.T) {
 			short + ": ok, 1 sender(s): stripe\n",
 			[]string{"warning: " + short + `: sender "stripe": ttl 1h0m0s is shorter than the stripe retry window 72h0m0s`},
 			[]string{"do_not_print_me"}},
-		{"invalid names file, line, sender, field", []string{"--config", "contract/testdata/invalid.yaml"}, 2, "",
-			[]string{`contract/testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
-				`contract/testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`}, nil},
+		{"invalid names file, line, sender, field", []string{"--config", "../../contract/testdata/invalid.yaml"}, 2, "",
+			[]string{`../../contract/testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
+				`../../contract/testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`}, nil},
 		{"unset secret env", []string{"--config", noEnv}, 2, "",
 			[]string{noEnv + `:6: sender "gh": field signature.secret_env: environment variable HOOKONCE_TEST_UNSET_SECRET is not set`}, nil},
 		{"yaml syntax", []string{"--config", yamlErr}, 2, "", []string{yamlErr + ":2: did not find expected"}, nil},
