@@ -31,7 +31,7 @@ func BenchmarkPostgres(b *testing.B) {
 	srv := pgtest.StartWith(b, pgtest.Options{Durable: true})
 	dsn := srv.NewDatabase(b)
 	ctx := context.Background()
-	s, err := postgres.New(ctx, dsn)
+	s, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkPostgres(b *testing.B) {
 	// share one fsync; pgbench runs 32 connections. The same load with a
 	// pool as large as the number of senders:
 	b.Run("pool_max_conns=32", func(b *testing.B) {
-		s32, err := postgres.New(ctx, dsn+"&pool_max_conns=32")
+		s32, err := postgres.Open(ctx, dsn+"&pool_max_conns=32")
 		if err != nil {
 			b.Fatal(err)
 		}

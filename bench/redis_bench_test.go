@@ -32,7 +32,7 @@ import (
 func BenchmarkRedis(b *testing.B) {
 	srv := redistest.Start(b, "--appendonly", "yes", "--appendfsync", "everysec")
 	ctx := context.Background()
-	s, err := redis.New(ctx, srv.URL()+"?pool_size=64")
+	s, err := redis.Open(ctx, srv.URL()+"?pool_size=64")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -251,6 +251,15 @@ type Reader interface {
 	Close() error
 }
 
+// Migrator is a Store whose schema is versioned (SQLite, PostgreSQL).
+// Every backend's Open connects and migrates, so a Store from Open is
+// current; Migrate applies pending migrations and is idempotent and safe
+// to run from several processes at once. Backends that migrate say so at
+// compile time: var _ dedupe.Migrator = (*Store)(nil).
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
 // Store keeps claims, stored answers and conflicts.
 //
 // Every method honours ctx's deadline and answers an error wrapping

@@ -429,9 +429,9 @@ func openStore(t testing.TB, dsn string) dedupe.Store {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		s, err = sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"))
 	case strings.HasPrefix(dsn, "postgres://"):
-		s, err = postgres.New(ctx, dsn)
+		s, err = postgres.Open(ctx, dsn)
 	case strings.HasPrefix(dsn, "redis://"):
-		s, err = redis.New(ctx, dsn)
+		s, err = redis.Open(ctx, dsn)
 	default:
 		t.Fatalf("openStore: unknown DSN %q", dsn)
 	}

@@ -89,7 +89,7 @@ func TestOutageStopStart(t *testing.T) {
 	}
 	// A replica starting now (serve migrates on start) fails fast, too.
 	began := time.Now()
-	if _, err := postgres.New(ctxFor(t, deadline), srv.DSN("postgres")); !errors.Is(err, dedupe.ErrUnavailable) || time.Since(began) > deadline+slack {
+	if _, err := postgres.Open(ctxFor(t, deadline), srv.DSN("postgres")); !errors.Is(err, dedupe.ErrUnavailable) || time.Since(began) > deadline+slack {
 		t.Fatalf("New with the database stopped: %v after %v", err, time.Since(began))
 	}
 
@@ -116,7 +116,7 @@ func TestPausedDatabase(t *testing.T) {
 	srv := pgtest.Start(t)
 	// connect_timeout bounds the connection attempts pgxpool keeps making in
 	// the background while the server is frozen.
-	s, err := postgres.New(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
+	s, err := postgres.Open(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 )
 
 var _ dedupe.Store = (*Store)(nil)
+var _ dedupe.Migrator = (*Store)(nil)
 
 // Session defaults, applied unless the DSN sets them (any runtime parameter
 // can be given as a DSN query parameter, e.g. ?lock_timeout=2s).
@@ -73,9 +74,16 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// New opens the store and applies pending migrations (see Migrate).
-func New(ctx context.Context, dsn string) (*Store, error) {
-	s, err := Open(ctx, dsn)
+// Open opens the store and applies pending migrations (see Migrate), as
+// every backend's Open does. A database that is already current needs no
+// DDL, so a role without CREATE can open a database a stronger role
+// migrated.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -84,17 +92,6 @@ func New(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// Open opens the store without migrating (for tools that write records,
-// such as release and purge, and for serve, which migrates next). It does
-// not wait for the database: connections are made on first use.
-func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := Config(dsn)
-	if err != nil {
-		return nil, err
-	}
-	return open(ctx, cfg)
 }
 
 func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {

@@ -25,9 +25,9 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 // mustNew opens a migrated store on dsn, closed when the test ends.
 func mustNew(t testing.TB, dsn string) *postgres.Store {
 	t.Helper()
-	s, err := postgres.New(ctxFor(t, 30*time.Second), dsn)
+	s, err := postgres.Open(ctxFor(t, 30*time.Second), dsn)
 	if err != nil {
-		t.Fatalf("postgres.New: %v", err)
+		t.Fatalf("postgres.Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

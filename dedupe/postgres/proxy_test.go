@@ -70,7 +70,7 @@ func TestOutageThroughProxy(t *testing.T) {
 // nothing. (The store-level test checks that no goroutine is left behind.)
 func TestPausedDatabaseThroughProxy(t *testing.T) {
 	srv := pgtest.Start(t)
-	store, err := postgres.New(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
+	store, err := postgres.Open(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func init() {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		store, err := postgres.New(ctx, os.Getenv("HOOKONCE_PGTEST_DSN"))
+		store, err := postgres.Open(ctx, os.Getenv("HOOKONCE_PGTEST_DSN"))
 		if err != nil {
 			return err
 		}

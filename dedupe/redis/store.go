@@ -113,7 +113,9 @@ type Store struct {
 	closeErr  error
 }
 
-// New connects to the Redis the URL names and checks that it answers.
+// Open connects to the Redis the URL names and checks that it answers.
+// Redis has no schema, so there is nothing to migrate (it is no
+// dedupe.Migrator).
 //
 //	redis://[user:pass@]host:port[/db][?options]      one server (rediss:// for TLS)
 //	unix:///path/to/redis.sock                         one server on a Unix socket
@@ -122,7 +124,7 @@ type Store struct {
 //
 // Options are go-redis's URL options (dial_timeout, read_timeout, pool_size,
 // …). Every call is bounded by its context's deadline as well.
-func New(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string) (*Store, error) {
 	// go-redis logs dial failures to stderr through a process-wide logger,
 	// once per attempt during an outage; every such error also reaches the
 	// caller (as ErrUnavailable), who logs it once, structured.
@@ -142,10 +144,10 @@ func New(ctx context.Context, url string) (*Store, error) {
 
 // OpenReadOnly opens the store for the operator's read-only commands, as
 // the other backends' OpenReadOnly do: Redis has no schema to migrate, so
-// it is New, checking that the server answers, with every write of the
+// it is Open, checking that the server answers, with every write of the
 // returned Store failing with dedupe.ErrReadOnly.
 func OpenReadOnly(ctx context.Context, url string) (dedupe.Store, error) {
-	s, err := New(ctx, url)
+	s, err := Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -28,9 +28,9 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 func mustOpen(t *testing.T, url string) *redis.Store {
 	t.Helper()
-	s, err := redis.New(ctxT(t, 5*time.Second), url)
+	s, err := redis.Open(ctxT(t, 5*time.Second), url)
 	if err != nil {
-		t.Fatalf("redis.New: %v", err)
+		t.Fatalf("redis.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -54,7 +54,7 @@ func TestNewRejectsBadURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := redis.New(ctxT(t, time.Second), tt.url)
+			_, err := redis.Open(ctxT(t, time.Second), tt.url)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New(%q) err = %v, want it to mention %q", tt.url, err, tt.want)
 			}

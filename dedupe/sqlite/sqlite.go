@@ -26,6 +26,7 @@ import (
 )
 
 var _ dedupe.Store = (*Store)(nil)
+var _ dedupe.Migrator = (*Store)(nil)
 
 // migrations take the schema from one version to the next: migrations[i]
 // moves a database at PRAGMA user_version i to i+1. A released step is never
@@ -89,7 +90,7 @@ type Store struct {
 }
 
 // Open opens the database at path for serving: it creates the file if
-// needed and migrates it (like postgres.New). Read-only tools use
+// needed and migrates it, as every backend's Open does. Read-only tools use
 // OpenReadOnly, which creates, migrates and writes nothing.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
@@ -131,6 +132,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 func fileURI(path string, q url.Values) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	return "file:" + esc + "?" + q.Encode()
+}
+
+// Migrate applies pending migrations (Open already has): nothing to do on
+// a current file.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := migrate(ctx, s.w); err != nil {
+		return fmt.Errorf("migrate sqlite %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // migrate applies the pending steps in one BEGIN IMMEDIATE transaction, so

@@ -15,9 +15,35 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 )
 
-// purgeBatch bounds one Purge call, so an on-demand purge holds the store
-// no longer than the background one does.
-const purgeBatch = 1000
+// Purge batches bound one Purge call, so that neither serve's background
+// purge nor the purge command holds the store long.
+const (
+	purgeBatch           = 1000
+	backgroundPurgeBatch = 500
+)
+
+// purgeBatches is the one purge loop (serve's background purge and the
+// purge command): Purge with req (req.Limit is the batch) until a batch
+// comes back short, each call bounded by perCall (0: only ctx). It returns
+// how many records were removed, also when it stops at an error.
+func purgeBatches(ctx context.Context, s dedupe.Store, req dedupe.PurgeRequest, perCall time.Duration) (int, error) {
+	total := 0
+	for {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if perCall > 0 {
+			cctx, cancel = context.WithTimeout(ctx, perCall)
+		}
+		n, err := s.Purge(cctx, req)
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if req.Limit <= 0 || n < req.Limit {
+			return total, nil
+		}
+	}
+}
 
 func conflictsCommand() *cli.Command {
 	return &cli.Command{
@@ -132,16 +158,9 @@ func purgeCommand() *cli.Command {
 				req.ReceivedBefore = time.Now().Add(-d)
 			}
 			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
-				total := 0
-				for {
-					n, err := s.Purge(ctx, req)
-					total += n
-					if err != nil {
-						return cli.Exit(fmt.Sprintf("purge: %v (%d records removed before the failure)", err, total), exitRuntime)
-					}
-					if n < purgeBatch {
-						break
-					}
+				total, err := purgeBatches(ctx, s, req, 0)
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("purge: %v (%d records removed before the failure)", err, total), exitRuntime)
 				}
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, map[string]int{"purged": total})

@@ -97,8 +97,8 @@ func NewMain(cfg Config, version string, stderr io.Writer) *Main {
 	return &Main{Config: cfg, Version: version, Stderr: stderr}
 }
 
-// Run validates the Config (unless Validate already succeeded), opens and
-// migrates the store, and starts the listeners and the background loops,
+// Run validates the Config (unless Validate already succeeded), opens the
+// store (Open migrates it), and starts the listeners and the background loops,
 // which stop when ctx is done or at Close. It returns once serving; an
 // error means nothing is left running.
 func (m *Main) Run(ctx context.Context) (err error) {
@@ -129,11 +129,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			store.Close()
 		}
 	}()
-	if mg, ok := store.(migrator); ok {
-		if err := mg.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate store: %w", err)
-		}
-	}
 	// Repeats of finished events are answered from memory; the admin API
 	// goes through the same cache, so its deletes evict at once.
 	if cfg.ReplayCacheSize != 0 {
@@ -268,10 +263,9 @@ func (m *Main) shutdown() {
 	log.Info("stopped")
 }
 
-// purgeLoop removes expired records in bounded batches so it never holds
-// the store long.
+// purgeLoop removes expired records every minute, in batches of
+// backgroundPurgeBatch so it never holds the store long.
 func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
-	const batch = 500
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -280,19 +274,9 @@ func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		total := 0
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			n, err := store.Purge(cctx, dedupe.PurgeRequest{Limit: batch})
-			cancel()
-			total += n
-			if err != nil {
-				log.Warn("purge of expired records failed", "err", err)
-				break
-			}
-			if n < batch {
-				break
-			}
+		total, err := purgeBatches(ctx, store, dedupe.PurgeRequest{Limit: backgroundPurgeBatch}, 10*time.Second)
+		if err != nil {
+			log.Warn("purge of expired records failed", "err", err)
 		}
 		if total > 0 {
 			log.Info("purged expired records", "records", total)

@@ -22,17 +22,12 @@ func storeFlag() *cli.StringFlag {
 	}
 }
 
-// migrator is implemented by stores whose schema is applied on demand.
-type migrator interface {
-	Migrate(ctx context.Context) error
-}
-
 // access says what a command may do to the store.
 type access int
 
 const (
-	// readWrite: serve, migrate, release, purge. An SQLite file is created
-	// and migrated; serve and migrate migrate the other backends.
+	// readWrite: serve, migrate, release, purge. The backend's Open connects
+	// and migrates (an SQLite file is created).
 	readWrite access = iota
 	// readOnly: list, lookup, conflicts. Nothing is created, migrated or
 	// written, and every write fails with dedupe.ErrReadOnly.
@@ -50,22 +45,18 @@ func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) 
 		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"),
-		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"):
-		// redis(s)://, redis(s)+sentinel://…?master_name=, redis(s)+cluster://
+		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"), strings.HasPrefix(dsn, "unix://"):
+		// redis(s)://, unix:///path/to/redis.sock,
+		// redis(s)+sentinel://…?master_name=, redis(s)+cluster://
 		if a == readOnly {
 			return redis.OpenReadOnly(ctx, dsn)
 		}
-		return redis.New(ctx, dsn)
+		return redis.Open(ctx, dsn)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		if a == readOnly {
 			return postgres.OpenReadOnly(ctx, dsn)
 		}
-		// Open does not migrate: serve and migrate call Migrate.
-		s, err := postgres.Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+		return postgres.Open(ctx, dsn)
 	default:
 		return nil, fmt.Errorf("unknown store %q (want sqlite:PATH, postgres://… or redis://…)", dedupe.RedactDSN(dsn))
 	}
@@ -88,18 +79,23 @@ func migrateCommand() *cli.Command {
 		Usage: "create or upgrade the store's schema (serve also does this on start)",
 		Flags: []cli.Flag{storeFlag()},
 		Action: func(c *cli.Context) error {
-			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
-				if m, ok := s.(migrator); ok {
-					if err := m.Migrate(ctx); err != nil {
-						return cli.Exit("migrate: "+err.Error(), exitRuntime)
-					}
-				}
-				if err := s.Ping(ctx); err != nil {
+			ctx := c.Context
+			// Open migrates; Migrate again and Ping only to say so.
+			s, err := openStore(ctx, c.String("store"), readWrite)
+			if err != nil {
+				return cli.Exit("migrate: "+err.Error(), exitRuntime)
+			}
+			defer s.Close()
+			if m, ok := s.(dedupe.Migrator); ok {
+				if err := m.Migrate(ctx); err != nil {
 					return cli.Exit("migrate: "+err.Error(), exitRuntime)
 				}
-				fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(c.String("store")))
-				return nil
-			})
+			}
+			if err := s.Ping(ctx); err != nil {
+				return cli.Exit("migrate: "+err.Error(), exitRuntime)
+			}
+			fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(c.String("store")))
+			return nil
 		},
 	}
 }

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/internal/redistest"
+)
+
+// The unix:// form redis.Open documents reaches Redis over its socket,
+// for serve and for the read-only commands.
+func TestOpenStoreRoutesUnixRedis(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	redistest.Start(t, "--unixsocket", sock, "--unixsocketperm", "700")
+	dsn := "unix://" + sock
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := openStore(ctx, dsn, readWrite)
+	if err != nil {
+		t.Fatalf("openStore %s: %v", dsn, err)
+	}
+	defer s.Close()
+	if _, ok := s.(dedupe.Migrator); ok {
+		t.Error("the redis store claims a schema to migrate")
+	}
+	ro, err := openStore(ctx, dsn, readOnly)
+	if err != nil {
+		t.Fatalf("openStore %s read-only: %v", dsn, err)
+	}
+	defer ro.Close()
+	if _, err := ro.Get(ctx, "shop", "none"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Fatalf("Get over the socket: %v, want ErrNotFound", err)
+	}
+	if _, errOut, code := hookonce(t, "purge", "--store", dsn); code != exitOK {
+		t.Fatalf("purge --store %s: exit %d %s", dsn, code, errOut)
+	}
+}
+
+// Open means connect and migrate for every backend that has a schema.
+func TestOpenStoreMigrates(t *testing.T) {
+	ctx := context.Background()
+	s, err := openStore(ctx, "sqlite:"+filepath.Join(t.TempDir(), "h.db"), readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping right after Open: %v", err)
+	}
+	if m, ok := s.(dedupe.Migrator); !ok {
+		t.Fatal("the sqlite store is no dedupe.Migrator")
+	} else if err := m.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after Open: %v", err)
+	}
+	if _, err := openStore(ctx, "mysql://db/x", readWrite); err == nil || !strings.Contains(err.Error(), "unknown store") {
+		t.Fatalf("mysql://: %v, want unknown store", err)
+	}
+}
+
+// purgeStore answers Purge from a script of batch sizes.
+type purgeStore struct {
+	dedupe.Store
+	batches []int
+	calls   int
+	fail    error
+}
+
+func (p *purgeStore) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	if p.calls == len(p.batches) {
+		return 0, p.fail
+	}
+	n := p.batches[p.calls]
+	p.calls++
+	return n, nil
+}
+
+// One purge loop for serve and the purge command: full batches are
+// followed by another call, a short one ends it, an error stops it with
+// the count so far.
+func TestPurgeBatches(t *testing.T) {
+	ctx := context.Background()
+	p := &purgeStore{batches: []int{10, 10, 3}}
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, time.Second); n != 23 || err != nil || p.calls != 3 {
+		t.Fatalf("purged %d in %d calls (%v), want 23 in 3", n, p.calls, err)
+	}
+	p = &purgeStore{batches: []int{10, 10}, fail: dedupe.ErrUnavailable}
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, 0); n != 20 || !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("purged %d (%v), want 20 and the failure", n, err)
+	}
+	p = &purgeStore{batches: []int{7}}
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{}, 0); n != 7 || err != nil || p.calls != 1 {
+		t.Fatalf("unbounded purge: %d in %d calls (%v), want 7 in 1", n, p.calls, err)
+	}
+}
