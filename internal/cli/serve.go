@@ -225,8 +225,11 @@ func (m *Main) Reload() {
 // Close stops accepting, lets deliveries at the site finish for up to
 // Config.DrainTimeout, then aborts the rest (releasing their claims),
 // stops the admin listener and the loops, and closes the store. Safe to
-// call twice.
+// call twice, and a no-op when Run did not succeed.
 func (m *Main) Close() error {
+	if m.cancel == nil {
+		return nil
+	}
 	m.closing.Do(func() {
 		m.cancel()
 		m.shutdown()
