@@ -120,6 +120,13 @@ type Record struct {
 	Attempts []Attempt
 }
 
+// LeaseExpired reports whether r is a processing claim whose lease ended
+// before now: its proxy died or lost the store, and the next delivery
+// takes it over. (Judged by the caller's clock, for display only.)
+func (r Record) LeaseExpired(now time.Time) bool {
+	return r.State == StateProcessing && !r.LeaseUntil.IsZero() && r.LeaseUntil.Before(now)
+}
+
 // LastAttempt returns the latest attempt, or the zero Attempt.
 func (r Record) LastAttempt() Attempt {
 	if len(r.Attempts) == 0 {
