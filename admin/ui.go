@@ -274,7 +274,7 @@ type eventPage struct {
 	CSRF    string // the redeliver form's token
 	// LeaseExpired: processing, but the lease ended (the proxy died).
 	LeaseExpired bool
-	Note    string // what the last redelivery came to
+	Note         string // what the last redelivery came to
 	// CanRedeliver: this listener can redeliver (it belongs to serve).
 	CanRedeliver bool
 }
