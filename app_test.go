@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// DESIGN.md: every flag also reads an env var HOOKONCE_<FLAG>.
+// README, "Configuration": every flag also reads an env var HOOKONCE_<FLAG>.
 func TestEveryFlagHasItsEnvVar(t *testing.T) {
 	for _, cmd := range newApp().Commands {
 		for _, f := range cmd.Flags {

@@ -14,7 +14,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-// Exit codes (DESIGN.md, "Command line").
+// Exit codes (README, "Configuration").
 const (
 	exitOK       = 0
 	exitRuntime  = 1
