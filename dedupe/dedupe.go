@@ -192,6 +192,23 @@ const (
 	Held
 )
 
+// Standing is what a stored record that does not give way (not free, not
+// released, not past its lease) means for a delivery with payload hash
+// hash: Conflicting for another payload, else Duplicate (done), Held
+// (unknown) or InProgress. The backends that judge claims in Go share it.
+func Standing(rec Record, hash string) Outcome {
+	switch {
+	case rec.PayloadHash != hash:
+		return Conflicting
+	case rec.State == StateDone:
+		return Duplicate
+	case rec.State == StateUnknown:
+		return Held
+	default:
+		return InProgress
+	}
+}
+
 var outcomeNames = map[Outcome]string{
 	Claimed: "claimed", TakenOver: "taken_over", Duplicate: "duplicate",
 	Conflicting: "conflict", InProgress: "in_progress", Held: "held",
