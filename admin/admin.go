@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/problem"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -167,7 +169,7 @@ func New(o Options) (*Handler, error) {
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem(w, http.StatusNotFound, "Not found", "no such admin route")
+		problem.Write(w, http.StatusNotFound, "Not found", "no such admin route")
 	})
 	return h, nil
 }
@@ -206,7 +208,7 @@ func (h *Handler) bearer(next http.Handler) http.Handler {
 
 func unauthorized(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="hookonce admin"`)
-	problem(w, http.StatusUnauthorized, "Unauthorized", "send Authorization: Bearer <admin token>")
+	problem.Write(w, http.StatusUnauthorized, "Unauthorized", "send Authorization: Bearer <admin token>")
 }
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +247,7 @@ func (h *Handler) notReady(w http.ResponseWriter, r *http.Request, reason string
 		detail += " (see the hookonce log)"
 	}
 	w.Header().Set("Retry-After", "5")
-	problem(w, http.StatusServiceUnavailable, "Not ready", detail)
+	problem.Write(w, http.StatusServiceUnavailable, "Not ready", detail)
 }
 
 // writable answers from the last write probe while it is younger than
@@ -331,7 +333,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := listFilter(r, true)
 	if err != nil {
-		problem(w, http.StatusBadRequest, "Bad request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad request", err.Error())
 		return
 	}
 	ctx, cancel := h.storeCtx(r)
@@ -351,7 +353,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
 // listUnretried answers status=unretried: events whose senders gave up.
 func (h *Handler) listUnretried(w http.ResponseWriter, r *http.Request) {
 	if h.o.Unretried == nil {
-		problem(w, http.StatusBadRequest, "Bad request", "status=unretried needs the senders' retry windows: ask the admin listener of hookonce serve")
+		problem.Write(w, http.StatusBadRequest, "Bad request", "status=unretried needs the senders' retry windows: ask the admin listener of hookonce serve")
 		return
 	}
 	ctx, cancel := h.storeCtx(r)
@@ -373,7 +375,7 @@ func (h *Handler) listUnretried(w http.ResponseWriter, r *http.Request) {
 // redeliver answers POST /v1/redeliver/{sender}/{key}[?force=true].
 func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) {
 	if h.o.Redeliver == nil {
-		problem(w, http.StatusNotImplemented, "Not available", "redelivery needs the admin listener of hookonce serve")
+		problem.Write(w, http.StatusNotImplemented, "Not available", "redelivery needs the admin listener of hookonce serve")
 		return
 	}
 	sender, key := r.PathValue("sender"), r.PathValue("key")
@@ -383,7 +385,7 @@ func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) {
 	res, err := h.o.Redeliver(ctx, sender, key, force)
 	switch {
 	case errors.Is(err, ErrRefused):
-		problem(w, http.StatusConflict, "Redelivery refused", err.Error())
+		problem.Write(w, http.StatusConflict, "Redelivery refused", err.Error())
 		return
 	case err != nil:
 		h.storeError(w, "redeliver", err)
@@ -396,7 +398,7 @@ func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
 	f, err := listFilter(r, false)
 	if err != nil {
-		problem(w, http.StatusBadRequest, "Bad request", err.Error())
+		problem.Write(w, http.StatusBadRequest, "Bad request", err.Error())
 		return
 	}
 	ctx, cancel := h.storeCtx(r)
@@ -446,14 +448,14 @@ func parseState(s string) (dedupe.State, error) {
 func (h *Handler) storeError(w http.ResponseWriter, op string, err error) {
 	switch {
 	case errors.Is(err, dedupe.ErrNotFound):
-		problem(w, http.StatusNotFound, "Not found", "no record for this sender and key")
+		problem.Write(w, http.StatusNotFound, "Not found", "no record for this sender and key")
 	case errors.Is(err, dedupe.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("admin: store unavailable", "op", op, "err", err)
 		w.Header().Set("Retry-After", "5")
-		problem(w, http.StatusServiceUnavailable, "Store unavailable", "the store did not answer; retry later")
+		problem.Write(w, http.StatusServiceUnavailable, "Store unavailable", "the store did not answer; retry later")
 	default:
 		h.log.Error("admin: store call failed", "op", op, "err", err)
-		problem(w, http.StatusInternalServerError, "Store error", "the store call failed; see the hookonce log")
+		problem.Write(w, http.StatusInternalServerError, "Store error", "the store call failed; see the hookonce log")
 	}
 }
 
@@ -464,14 +466,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// problem writes an RFC 9457 problem+json answer.
-func problem(w http.ResponseWriter, status int, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": title, "status": status, "detail": detail,
-	})
 }

@@ -226,7 +226,8 @@ type eventsPage struct {
 
 type eventRow struct {
 	dedupe.Record
-	Age string
+	Age          string
+	LeaseExpired bool // processing, but its lease ended: the next delivery takes it over
 }
 
 func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +256,7 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	now := h.o.Now()
 	seen := map[string]bool{}
 	for _, rec := range recs {
-		p.Rows = append(p.Rows, eventRow{Record: rec, Age: Age(now, rec.ReceivedAt)})
+		p.Rows = append(p.Rows, eventRow{Record: rec, Age: Age(now, rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(now)})
 		if !seen[rec.Sender] {
 			seen[rec.Sender] = true
 			p.Senders = append(p.Senders, rec.Sender)
@@ -271,7 +272,9 @@ type eventPage struct {
 	// Headers are the stored response headers, sorted by name.
 	Headers [][2]string
 	CSRF    string // the redeliver form's token
-	Note    string // what the last redelivery came to
+	// LeaseExpired: processing, but the lease ended (the proxy died).
+	LeaseExpired bool
+	Note         string // what the last redelivery came to
 	// CanRedeliver: this listener can redeliver (it belongs to serve).
 	CanRedeliver bool
 }
@@ -285,7 +288,7 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 		h.uiStoreError(w, "get", err)
 		return
 	}
-	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt),
+	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(h.o.Now()),
 		CSRF: h.csrfToken(r), Note: r.URL.Query().Get("note"), CanRedeliver: h.o.Redeliver != nil}
 	if rec.Response != nil {
 		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {

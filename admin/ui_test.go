@@ -360,3 +360,29 @@ func TestUISessions(t *testing.T) {
 		}
 	})
 }
+
+// A processing claim whose lease ended (its proxy died) is shown as such.
+func TestLeaseExpiredShown(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	if _, err := store.Claim(ctx, dedupe.ClaimRequest{Sender: "shop", Key: "orphan", PayloadHash: "h", Owner: "dead",
+		Lease: 300 * time.Millisecond, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.New(admin.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Body.String()
+	}
+	if strings.Contains(get("/ui/events"), "lease expired") {
+		t.Fatal("a live lease shown as expired")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if !strings.Contains(get("/ui/events"), "lease expired") || !strings.Contains(get("/ui/events/shop/orphan"), `id="lease-expired"`) {
+		t.Fatal("an expired lease is not shown as such")
+	}
+}

@@ -39,20 +39,30 @@ const (
 	DefaultConflictStatus   = 422
 )
 
-// Policy values: what the sender expects and how hookonce behaves for it.
+// Policy types: what the sender expects and how hookonce behaves for it.
+// Each is one of its constants below; Parse refuses anything else.
+type (
+	InProgressPolicy string // in_progress
+	MissingKeyPolicy string // missing_key
+	StoreErrPolicy   string // on_store_error
+	AmbiguousPolicy  string // ambiguous
+	Mode             string // mode
+	HashMode         string // hash
+)
+
 const (
-	InProgressWait   = "wait"
-	InProgressReject = "reject"
-	MissingReject    = "reject"
-	MissingPass      = "pass"
-	StoreErrReject   = "reject"
-	StoreErrForward  = "forward"
-	AmbiguousRelease = "release"
-	AmbiguousHold    = "hold"
-	ModeEnforce      = "enforce"
-	ModeShadow       = "shadow"
-	HashRaw          = "raw"
-	HashJSON         = "json"
+	InProgressWait   InProgressPolicy = "wait"
+	InProgressReject InProgressPolicy = "reject"
+	MissingReject    MissingKeyPolicy = "reject"
+	MissingPass      MissingKeyPolicy = "pass"
+	StoreErrReject   StoreErrPolicy   = "reject"
+	StoreErrForward  StoreErrPolicy   = "forward"
+	AmbiguousRelease AmbiguousPolicy  = "release"
+	AmbiguousHold    AmbiguousPolicy  = "hold"
+	ModeEnforce      Mode             = "enforce"
+	ModeShadow       Mode             = "shadow"
+	HashRaw          HashMode         = "raw"
+	HashJSON         HashMode         = "json"
 )
 
 // Contract is a validated config file: the listener settings and the
@@ -577,24 +587,12 @@ func (s *Sender) apply(pf *policyFile) []Problem {
 			bad("retry_window", "must be positive")
 		}
 	}
-	enum := func(field string, dst *string, v *string, allowed ...string) {
-		if v == nil {
-			return
-		}
-		for _, a := range allowed {
-			if *v == a {
-				*dst = *v
-				return
-			}
-		}
-		bad(field, "%q: want one of %s", *v, strings.Join(allowed, ", "))
-	}
-	enum("in_progress", &s.InProgress, pf.InProgress, InProgressWait, InProgressReject)
-	enum("missing_key", &s.MissingKey, pf.MissingKey, MissingReject, MissingPass)
-	enum("on_store_error", &s.OnStoreError, pf.OnStoreError, StoreErrReject, StoreErrForward)
-	enum("ambiguous", &s.Ambiguous, pf.Ambiguous, AmbiguousRelease, AmbiguousHold)
-	enum("mode", &s.Mode, pf.Mode, ModeEnforce, ModeShadow)
-	enum("hash", &s.Hash, pf.Hash, HashRaw, HashJSON)
+	policy(&probs, "in_progress", &s.InProgress, pf.InProgress, InProgressWait, InProgressReject)
+	policy(&probs, "missing_key", &s.MissingKey, pf.MissingKey, MissingReject, MissingPass)
+	policy(&probs, "on_store_error", &s.OnStoreError, pf.OnStoreError, StoreErrReject, StoreErrForward)
+	policy(&probs, "ambiguous", &s.Ambiguous, pf.Ambiguous, AmbiguousRelease, AmbiguousHold)
+	policy(&probs, "mode", &s.Mode, pf.Mode, ModeEnforce, ModeShadow)
+	policy(&probs, "hash", &s.Hash, pf.Hash, HashRaw, HashJSON)
 	if pf.ForwardKeyHeader != nil {
 		s.ForwardKeyHeader = strings.TrimSpace(*pf.ForwardKeyHeader)
 	}
@@ -637,6 +635,22 @@ func (s *Sender) apply(pf *policyFile) []Problem {
 		bad("ignore", "only applies with hash: json")
 	}
 	return probs
+}
+
+// policy sets *dst to v when v is one of allowed, else records a problem.
+func policy[T ~string](probs *[]Problem, field string, dst *T, v *string, allowed ...T) {
+	if v == nil {
+		return
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		if *v == string(a) {
+			*dst = a
+			return
+		}
+		names[i] = string(a)
+	}
+	*probs = append(*probs, Problem{Field: field, Msg: fmt.Sprintf("%q: want one of %s", *v, strings.Join(names, ", "))})
 }
 
 func presetNames() []string {

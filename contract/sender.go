@@ -22,7 +22,7 @@ type Sender struct {
 	When    []Condition // all must hold (match.when)
 
 	Keys   []KeyPart // joined with ":" in order
-	Hash   string    // HashRaw or HashJSON
+	Hash   HashMode  // HashRaw or HashJSON
 	Ignore []string  // JSON paths dropped before a HashJSON hash
 
 	TTL             time.Duration
@@ -33,11 +33,11 @@ type Sender struct {
 	MaxStoredBody   int64
 
 	StoreRequestBody bool
-	InProgress       string // InProgressWait or InProgressReject
-	MissingKey       string // MissingReject or MissingPass
-	OnStoreError     string // StoreErrReject or StoreErrForward
-	Ambiguous        string // AmbiguousRelease or AmbiguousHold
-	Mode             string // ModeEnforce or ModeShadow
+	InProgress       InProgressPolicy
+	MissingKey       MissingKeyPolicy
+	OnStoreError     StoreErrPolicy
+	Ambiguous        AmbiguousPolicy
+	Mode             Mode
 	ForwardKeyHeader string // "" disables
 
 	// Success tells an applied delivery from a failed one among final

@@ -120,6 +120,13 @@ type Record struct {
 	Attempts []Attempt
 }
 
+// LeaseExpired reports whether r is a processing claim whose lease ended
+// before now: its proxy died or lost the store, and the next delivery
+// takes it over. (Judged by the caller's clock, for display only.)
+func (r Record) LeaseExpired(now time.Time) bool {
+	return r.State == StateProcessing && !r.LeaseUntil.IsZero() && r.LeaseUntil.Before(now)
+}
+
 // LastAttempt returns the latest attempt, or the zero Attempt.
 func (r Record) LastAttempt() Attempt {
 	if len(r.Attempts) == 0 {
@@ -184,6 +191,23 @@ const (
 	// written.
 	Held
 )
+
+// Standing is what a stored record that does not give way (not free, not
+// released, not past its lease) means for a delivery with payload hash
+// hash: Conflicting for another payload, else Duplicate (done), Held
+// (unknown) or InProgress. The backends that judge claims in Go share it.
+func Standing(rec Record, hash string) Outcome {
+	switch {
+	case rec.PayloadHash != hash:
+		return Conflicting
+	case rec.State == StateDone:
+		return Duplicate
+	case rec.State == StateUnknown:
+		return Held
+	default:
+		return InProgress
+	}
+}
 
 var outcomeNames = map[Outcome]string{
 	Claimed: "claimed", TakenOver: "taken_over", Duplicate: "duplicate",

@@ -13,7 +13,7 @@ import (
 )
 
 // record and conflict are the parts of the admin API's JSON the probe reads
-// (DESIGN.md, "Record JSON").
+// (README, "Record JSON").
 type record struct {
 	Sender   string `json:"sender"`
 	Key      string `json:"key"`

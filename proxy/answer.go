@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/problem"
+
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 )
@@ -15,16 +17,6 @@ import (
 const ReplayHeader = "Idempotent-Replayed"
 
 // This file is the one place where decisions become HTTP answers.
-
-// problem writes an RFC 9457 problem+json answer.
-func problem(w http.ResponseWriter, status int, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": title, "status": status, "detail": detail,
-	})
-}
 
 func retryAfter(w http.ResponseWriter, d time.Duration) {
 	secs := int((d + time.Second - 1) / time.Second)
@@ -37,13 +29,13 @@ func retryAfter(w http.ResponseWriter, d time.Duration) {
 func answerTooLarge(w http.ResponseWriter, limit int64) {
 	// Do not wait for the rest of a body we refuse: close the connection.
 	w.Header().Set("Connection", "close")
-	problem(w, http.StatusRequestEntityTooLarge, "Payload too large",
+	problem.Write(w, http.StatusRequestEntityTooLarge, "Payload too large",
 		"the body is larger than max_body ("+strconv.FormatInt(limit, 10)+" bytes)")
 }
 
 func answerBadPath(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
-	problem(w, http.StatusBadRequest, "Malformed path",
+	problem.Write(w, http.StatusBadRequest, "Malformed path",
 		"the request path has a malformed escape, a NUL or a .. above the root")
 }
 
@@ -51,12 +43,12 @@ func answerBadPath(w http.ResponseWriter) {
 // 200: the sender must not take it for delivered.
 func answerBodyUnread(w http.ResponseWriter, status int) {
 	w.Header().Set("Connection", "close")
-	problem(w, status, http.StatusText(status), "the request body could not be read whole; the delivery was not passed on")
+	problem.Write(w, status, http.StatusText(status), "the request body could not be read whole; the delivery was not passed on")
 }
 
 func answerOverloaded(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
-	problem(w, http.StatusServiceUnavailable, "Too many deliveries at once",
+	problem.Write(w, http.StatusServiceUnavailable, "Too many deliveries at once",
 		"max_inflight deliveries are being handled; retry later")
 }
 
@@ -64,45 +56,45 @@ func answerMethodNotAllowed(w http.ResponseWriter, allowed []string) {
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 	}
-	problem(w, http.StatusMethodNotAllowed, "Method not allowed",
+	problem.Write(w, http.StatusMethodNotAllowed, "Method not allowed",
 		"this is a webhook path; no sender rule on it accepts this method")
 }
 
 func answerUnmatched(w http.ResponseWriter) {
-	problem(w, http.StatusForbidden, "No sender rule matches",
+	problem.Write(w, http.StatusForbidden, "No sender rule matches",
 		"this is a webhook path; the request matches no sender rule on it, so it was not passed on")
 }
 
 func answerBadSignature(w http.ResponseWriter, reason string) {
-	problem(w, http.StatusUnauthorized, "Invalid signature", reason)
+	problem.Write(w, http.StatusUnauthorized, "Invalid signature", reason)
 }
 
 func answerMissingKey(w http.ResponseWriter, reason string) {
-	problem(w, http.StatusBadRequest, "Event id missing", reason)
+	problem.Write(w, http.StatusBadRequest, "Event id missing", reason)
 }
 
 // answerStoreDown: fail closed, the sender retries later.
 func answerStoreDown(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
-	problem(w, http.StatusServiceUnavailable, "Idempotency store unavailable",
+	problem.Write(w, http.StatusServiceUnavailable, "Idempotency store unavailable",
 		"the delivery was not passed on; retry later")
 }
 
 func answerShuttingDown(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
-	problem(w, http.StatusServiceUnavailable, "Shutting down",
+	problem.Write(w, http.StatusServiceUnavailable, "Shutting down",
 		"the delivery was aborted and its claim released; retry later")
 }
 
 func answerInProgress(w http.ResponseWriter, s *contract.Sender) {
 	retryAfter(w, s.Lease/3)
-	problem(w, http.StatusConflict, "Delivery in progress",
+	problem.Write(w, http.StatusConflict, "Delivery in progress",
 		"another delivery of this event is being processed; retry later")
 }
 
 func answerHeld(w http.ResponseWriter) {
 	retryAfter(w, time.Minute)
-	problem(w, http.StatusConflict, "Delivery outcome unknown",
+	problem.Write(w, http.StatusConflict, "Delivery outcome unknown",
 		"an earlier delivery of this event may have been processed; it is held until an operator releases or completes it")
 }
 
@@ -117,12 +109,12 @@ func answerConflict(w http.ResponseWriter, s *contract.Sender) {
 		_, _ = w.Write([]byte(s.ConflictBody))
 		return
 	}
-	problem(w, s.ConflictStatus, "Idempotency key reused with a different payload",
+	problem.Write(w, s.ConflictStatus, "Idempotency key reused with a different payload",
 		"this event id was already received with another payload; the original is kept")
 }
 
 func answerUpstreamError(w http.ResponseWriter, status int, detail string) {
-	problem(w, status, http.StatusText(status), detail)
+	problem.Write(w, status, http.StatusText(status), detail)
 }
 
 // answerPassThroughError: a request on no sender's path could not be

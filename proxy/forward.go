@@ -278,7 +278,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 	capt = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			rewrite(pr)
-			// Trap 1: a request with GetBody and an Idempotency-Key is
+			// Trap 1 (ARCHITECTURE.md): a request with GetBody and an Idempotency-Key is
 			// resent by the transport on its own after a failure on a
 			// reused connection. Never make it replayable.
 			pr.Out.GetBody = nil

@@ -427,7 +427,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
 		case err == nil && !claimable:
-			return dedupe.ClaimResult{Outcome: classify(rec, req.PayloadHash), Record: rec}, nil
+			return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return dedupe.ClaimResult{}, fail(op, err)
 		}
@@ -464,21 +464,6 @@ func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimR
 		return fmt.Errorf("postgres %s: %w: %w (the claim was stored; it frees after its lease)", op, dedupe.ErrUnavailable, err)
 	}
 	return fail(op, err)
-}
-
-// classify tells what a stored row that did not give way means for a
-// delivery with payload hash hash.
-func classify(rec dedupe.Record, hash string) dedupe.Outcome {
-	switch {
-	case rec.PayloadHash != hash:
-		return dedupe.Conflicting
-	case rec.State == dedupe.StateDone:
-		return dedupe.Duplicate
-	case rec.State == dedupe.StateUnknown:
-		return dedupe.Held
-	default:
-		return dedupe.InProgress
-	}
 }
 
 // fenced runs a write that applies only while owner holds the processing

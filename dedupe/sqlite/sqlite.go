@@ -381,15 +381,9 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			WHERE sender = ? AND key = ? AND state = 'released'`,
 			string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
 			rec.RequestBody, head, req.Sender, req.Key)
-	case rec.PayloadHash != req.PayloadHash:
-		return dedupe.ClaimResult{Outcome: dedupe.Conflicting, Record: rec}, nil
-	case rec.State == dedupe.StateDone:
-		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
-	case rec.State == dedupe.StateUnknown:
-		return dedupe.ClaimResult{Outcome: dedupe.Held, Record: rec}, nil
-	case now.Before(rec.LeaseUntil):
-		return dedupe.ClaimResult{Outcome: dedupe.InProgress, Record: rec}, nil
-	default:
+	case rec.PayloadHash != req.PayloadHash || rec.State != dedupe.StateProcessing || now.Before(rec.LeaseUntil):
+		return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
+	default: // processing, same payload, lease over: take it
 		outcome = dedupe.TakenOver
 		rec.Owner, rec.LeaseUntil = req.Owner, now.Add(req.Lease)
 		rec.Takeovers++

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes (DESIGN.md, "Command line"). exitCode is the one place that
+// Exit codes (README, "Configuration"). exitCode is the one place that
 // turns an error into one of them.
 const (
 	exitOK       = 0

@@ -133,7 +133,13 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 		} else if a := r.LastAttempt(); a.Status != 0 {
 			status = fmt.Sprintf("(%d)", a.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Sender, r.Key, r.State, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers, len(r.Attempts))
+		state := string(r.State)
+		if r.LeaseExpired(now) {
+			state += " (lease expired)"
+		} else if r.State == dedupe.StateProcessing && !r.LeaseUntil.IsZero() {
+			state += " (lease " + admin.Age(r.LeaseUntil, now) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Sender, r.Key, state, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers, len(r.Attempts))
 	}
 	tw.Flush()
 }
@@ -151,7 +157,11 @@ func printRecord(w io.Writer, r dedupe.Record) {
 		row("completed_at", j.CompletedAt.Format(time.RFC3339))
 	}
 	if j.LeaseUntil != nil {
-		row("lease_until", j.LeaseUntil.Format(time.RFC3339))
+		lease := j.LeaseUntil.Format(time.RFC3339)
+		if r.LeaseExpired(time.Now()) {
+			lease += " (expired: the next delivery takes the claim over)"
+		}
+		row("lease_until", lease)
 	}
 	row("expires_at", j.ExpiresAt.Format(time.RFC3339))
 	row("hits", j.Hits)
