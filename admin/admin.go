@@ -437,11 +437,11 @@ func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
 }
 
 func parseState(s string) (dedupe.State, error) {
-	switch st := dedupe.State(s); st {
-	case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown, dedupe.StateReleased:
-		return st, nil
+	st, unretried, err := dedupe.ParseState(s)
+	if err != nil || unretried { // unretried lists are answered before a filter is read
+		return "", errors.New("status: want processing, done, unknown, released or unretried")
 	}
-	return "", errors.New("status: want processing, done, unknown, released or unretried")
+	return st, nil
 }
 
 // storeError maps a store error to an answer: the one place that does.

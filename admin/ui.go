@@ -377,8 +377,8 @@ func eventURL(sender, key string) string {
 }
 
 func shortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12] + "…"
+	if short := dedupe.ShortHash(h); short != h {
+		return short + "…"
 	}
 	return h
 }

@@ -34,6 +34,31 @@ const (
 	StateReleased State = "released"
 )
 
+// Unretried is not a state a record is in but a filter over released and
+// unknown ones: past their sender's retry window with no new attempt.
+const Unretried = "unretried"
+
+// ParseState reads a status filter as the CLI and the admin API take it:
+// "" (any), a State, or Unretried (unretried reports true). The error
+// names what is accepted.
+func ParseState(s string) (st State, unretried bool, err error) {
+	switch st := State(s); st {
+	case "", StateProcessing, StateDone, StateUnknown, StateReleased:
+		return st, false, nil
+	case Unretried:
+		return "", true, nil
+	}
+	return "", false, errors.New("want processing, done, unknown, released or unretried")
+}
+
+// ShortHash is a payload hash's first 12 hex digits, for tables.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
 // MaxAttempts bounds the attempts a record keeps: the oldest go first.
 const MaxAttempts = 20
 

@@ -88,16 +88,9 @@ func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 			changed = strings.Join(cf.ChangedPaths, ",")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
-			shortHash(cf.StoredHash), shortHash(cf.ReceivedHash), changed)
+			dedupe.ShortHash(cf.StoredHash), dedupe.ShortHash(cf.ReceivedHash), changed)
 	}
 	tw.Flush()
-}
-
-func shortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
 }
 
 func releaseCommand() *cli.Command {

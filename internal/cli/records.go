@@ -62,14 +62,9 @@ func listCommand() *cli.Command {
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
-			state := dedupe.State(c.String("status"))
-			unretried := state == "unretried"
-			switch state {
-			case "", dedupe.StateProcessing, dedupe.StateDone, dedupe.StateUnknown, dedupe.StateReleased:
-			case "unretried":
-				state = ""
-			default:
-				return cli.Exit(fmt.Sprintf("--status %q: want processing, done, unknown, released or unretried", state), exitUsage)
+			state, unretried, err := dedupe.ParseState(c.String("status"))
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("--status %q: %v", c.String("status"), err), exitUsage)
 			}
 			ct := contract.Empty()
 			if path := c.String("config"); path != "" {
