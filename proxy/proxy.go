@@ -159,7 +159,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 // requests on paths no sender names are streamed to the site untouched.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := p.contract.Load()
-	path, err := contract.NormalizePath(r.URL.EscapedPath())
+	path, rt, err := c.Locate(r.URL.EscapedPath())
 	if err != nil {
 		// No site runs such a path, and hookonce cannot tell which script
 		// it would reach: refuse it rather than guess.
@@ -167,7 +167,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answerBadPath(w)
 		return
 	}
-	rt := c.Route(path)
 	if rt == nil {
 		p.pass.ServeHTTP(w, r)
 		return
@@ -325,17 +324,18 @@ func (d *delivery) serve() {
 		return
 	}
 	d.body = body
-	d.req = contract.NewRequest(r, d.path, body, d.c.ClientAddr(r.RemoteAddr, r.Header))
 
-	// Which sender: the first on this path, in file order, whose method and
-	// match.when accept the request.
-	choice := d.rt.Select(d.req)
-	if choice.Sender == nil {
-		d.unmatched(body, strings.Join(choice.Why, "; "))
+	// Which sender (the first on this path, in file order, whose method and
+	// match.when accept the request), its signature, key and hash: judged
+	// by the contract, as `hookonce check --request` shows them.
+	in := d.c.Inspect(d.rt, r, d.path, body, d.p.now())
+	d.req = in.Request
+	if in.Choice.Sender == nil {
+		d.unmatched(body, strings.Join(in.Choice.Why, "; "))
 		return
 	}
-	d.choose(choice.Sender)
-	d.decide()
+	d.choose(in.Choice.Sender)
+	d.decide(in)
 }
 
 func (d *delivery) choose(s *contract.Sender) {
@@ -378,10 +378,10 @@ func (d *delivery) unmatched(body []byte, why string) {
 
 // decide runs rows 2 and 3 of the decision table for the chosen sender,
 // then the claim.
-func (d *delivery) decide() {
-	s, w, body := d.s, d.w, d.body
+func (d *delivery) decide(in contract.Inspection) {
+	s, w := d.s, d.w
 	// 2. Signature: an unverified message never occupies an event id.
-	if err := s.Verify(d.req, d.p.now()); err != nil {
+	if err := in.SigErr; err != nil {
 		if s.Shadow() {
 			d.done(OutcomeRejectedSignature, 0, "reason", err.Error())
 			d.forwardPlain()
@@ -394,13 +394,8 @@ func (d *delivery) decide() {
 
 	// 3. Key and payload hash. A key no event id should hold (control
 	// characters, invalid UTF-8) is refused whatever missing_key says.
-	key, err := s.Key(d.req)
-	if err == nil {
-		d.key = key
-		d.hash, err = s.PayloadHash(body)
-	}
-	if err != nil {
-		if !errors.Is(err, contract.ErrBadKey) && (s.MissingKey == contract.MissingPass || s.Shadow()) {
+	if err := in.Unkeyed(); err != nil {
+		if s.Forwardable(err) {
 			if s.MissingKey == contract.MissingPass {
 				d.done(OutcomePassthrough, 0, "reason", err.Error())
 			} else {
@@ -413,6 +408,7 @@ func (d *delivery) decide() {
 		answerMissingKey(w, err.Error())
 		return
 	}
+	d.key, d.hash = in.Key, in.Hash
 	d.claimLoop()
 }
 

@@ -78,25 +78,23 @@ func runCheck(c *cli.Context) error {
 // signature, in the order the proxy decides them, then the route and the
 // conditions that chose the sender ("tried:" lines, in file order).
 func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []byte, now time.Time) error {
-	path, err := contract.NormalizePath(r.URL.EscapedPath())
+	path, rt, err := ct.Locate(r.URL.EscapedPath())
 	if err != nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.EscapedPath(), err)
 		return nil
 	}
-	rt := ct.Route(path)
 	if rt == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: no sender names the path %s (passed through untouched)\n", r.Method, r.URL.Path, path)
 		return nil
 	}
-	req := contract.NewRequest(r, path, body, ct.ClientAddr(r.RemoteAddr, r.Header))
-	choice := rt.Select(req)
+	in := ct.Inspect(rt, r, path, body, now)
 	route := func() {
 		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
-		for _, why := range choice.Why {
+		for _, why := range in.Choice.Why {
 			fmt.Fprintf(out, "tried: %s\n", why)
 		}
 	}
-	s := choice.Sender
+	s := in.Choice.Sender
 	if s == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		route()
@@ -106,21 +104,21 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 		fmt.Fprintf(errw, "warning: the body is %d bytes, over max_body %d: hookonce answers 413\n", len(body), ct.MaxBody)
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
-	if key, err := s.Key(req); err != nil {
-		fmt.Fprintf(out, "key: missing: %s (missing_key: %s)\n", strings.TrimPrefix(err.Error(), contract.ErrMissingKey.Error()+": "), s.MissingKey)
+	if in.KeyErr != nil {
+		fmt.Fprintf(out, "key: missing: %s (missing_key: %s)\n", strings.TrimPrefix(in.KeyErr.Error(), contract.ErrMissingKey.Error()+": "), s.MissingKey)
 	} else {
-		fmt.Fprintf(out, "key: %s\n", key)
+		fmt.Fprintf(out, "key: %s\n", in.Key)
 	}
-	if h, err := s.PayloadHash(body); err != nil {
-		fmt.Fprintf(out, "hash: error: %v\n", err)
+	if in.HashErr != nil {
+		fmt.Fprintf(out, "hash: error: %v\n", in.HashErr)
 	} else {
-		fmt.Fprintf(out, "hash: sha256:%s\n", h)
+		fmt.Fprintf(out, "hash: sha256:%s\n", in.Hash)
 	}
-	switch err := s.Verify(req, now); {
+	switch {
 	case !s.HasSignature():
 		fmt.Fprintln(out, "signature: none")
-	case err != nil:
-		fmt.Fprintf(out, "signature: invalid: %v\n", err)
+	case in.SigErr != nil:
+		fmt.Fprintf(out, "signature: invalid: %v\n", in.SigErr)
 	default:
 		fmt.Fprintln(out, "signature: valid")
 	}

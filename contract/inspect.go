@@ -1,0 +1,64 @@
+package contract
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// The front of the decision table (README rows 0a to 3), shared by the
+// proxy, which acts on it, and `hookonce check --request`, which prints it,
+// so the two can never judge a request differently.
+
+// Locate finds the route of an escaped request path: the path the site
+// will run, and the route of the senders that name it (nil when none does:
+// row 0b). A path no site runs is ErrBadPath (row 0a).
+func (c *Contract) Locate(escapedPath string) (path string, rt *Route, err error) {
+	path, err = NormalizePath(escapedPath)
+	if err != nil {
+		return "", nil, err
+	}
+	return path, c.Route(path), nil
+}
+
+// Inspection is what the contract makes of one request on a route, in the
+// order the decision table asks: which sender takes it (row 0d), whether
+// its signature holds (row 2), its event id and payload hash (row 3).
+type Inspection struct {
+	Request *Request
+	Choice  Choice // Choice.Sender is nil when no sender on the route accepts it
+	SigErr  error  // nil: valid, or the sender checks no signature
+	Key     string
+	KeyErr  error // wraps ErrMissingKey or ErrBadKey
+	Hash    string
+	HashErr error // hash: json on a body that is not JSON
+}
+
+// Unkeyed is why the event cannot be claimed: no usable key, or no hash.
+func (in Inspection) Unkeyed() error {
+	if in.KeyErr != nil {
+		return in.KeyErr
+	}
+	return in.HashErr
+}
+
+// Inspect judges a request on route rt whose body has been read whole.
+func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte, now time.Time) Inspection {
+	in := Inspection{Request: NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))}
+	in.Choice = rt.Select(in.Request)
+	s := in.Choice.Sender
+	if s == nil {
+		return in
+	}
+	in.SigErr = s.Verify(in.Request, now)
+	in.Key, in.KeyErr = s.Key(in.Request)
+	in.Hash, in.HashErr = s.PayloadHash(body)
+	return in
+}
+
+// Forwardable reports whether a request whose key could not be read may
+// still go to the site without dedupe (missing_key: pass, or shadow mode):
+// never for a key no event id should hold.
+func (s *Sender) Forwardable(keyErr error) bool {
+	return !errors.Is(keyErr, ErrBadKey) && (s.MissingKey == MissingPass || s.Shadow())
+}
