@@ -390,30 +390,7 @@ func counter(text, name string, labels ...string) float64 {
 // every label pair given.
 func gathered(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue metrics
-				}
-			}
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
+	return proxytest.Metric(t, g, name, labels...)
 }
 
 // ---- stores ----

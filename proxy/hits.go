@@ -10,7 +10,7 @@ import (
 )
 
 // hitCounter batches replay counts so that a duplicate costs no write on the
-// request path: counts are added to the store once a second and on close.
+// request path: counts are added to the store every HitFlushInterval (1s by default) and on close.
 type hitCounter struct {
 	store dedupe.Store
 	log   *slog.Logger
