@@ -133,6 +133,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4) // the default keeps 2: under load the others were reopened for every read
 	s := &Store{path: path, w: w, r: r,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	go s.writer()
