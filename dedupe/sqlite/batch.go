@@ -17,7 +17,8 @@ import (
 // Nothing waits on a timer: a lone request is run at once, and under load a
 // batch forms by itself while the previous one commits.
 //
-// Items run in the order they were taken, each inside its own SAVEPOINT, so
+// Items run in the order they were taken, each inside its own SAVEPOINT
+// (but for a lone item, which has the transaction to itself), so
 // two claims of one key in one batch are judged one after the other as two
 // transactions would judge them, and an item that fails is rolled back
 // alone: the others keep their writes and their answers. A failed BEGIN or
@@ -116,6 +117,28 @@ func (s *Store) runBatch(batch []*writeReq) {
 		return
 	}
 	defer tx.Rollback()
+	if len(pending) == 1 {
+		// A lone item needs no savepoint: when it fails, the whole
+		// transaction is rolled back (by the deferred Rollback), as
+		// before group commit.
+		r := pending[0]
+		if err := r.ctx.Err(); err != nil { // done while it waited for the lock
+			r.done <- unavailable(r.op, err)
+			return
+		}
+		if err := r.run(ctx, tx); err != nil {
+			r.done <- err
+			return
+		}
+		if err := tx.Commit(); err != nil {
+			_, _ = s.w.ExecContext(ctx, `ROLLBACK`) // see below
+			r.done <- unavailable(r.op, err)
+			return
+		}
+		s.commits.Add(1)
+		r.done <- nil
+		return
+	}
 	answers := make([]error, 0, len(pending))
 	for _, r := range pending {
 		if err := r.ctx.Err(); err != nil { // done while the batch waited for the lock

@@ -222,6 +222,30 @@ func TestGroupCommitFailingItem(t *testing.T) {
 	}
 }
 
+// A lone item that fails (no savepoint: the transaction is its own) writes
+// nothing, and the next write commits.
+func TestGroupCommitLoneFailingItem(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	errBad := errors.New("bad item")
+	err := s.Write(ctx, "bad", func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO records (sender, key, state, payload_hash, received_at, expires_at)
+			VALUES ('s', 'bad', 'processing', 'h', 1, 9999999999999)`); err != nil {
+			return err
+		}
+		return errBad
+	})
+	if !errors.Is(err, errBad) {
+		t.Fatalf("lone bad item: %v, want its own error", err)
+	}
+	if _, err := s.Get(ctx, "s", "bad"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("the lone bad item's write: %v, want rolled back", err)
+	}
+	if res, err := s.Claim(ctx, claimReq("s", "k", "h", 1)); err != nil || res.Outcome != dedupe.Claimed {
+		t.Fatalf("claim after it: %v, %v; want Claimed", res.Outcome, err)
+	}
+}
+
 // A commit that fails answers every item of the batch with ErrUnavailable,
 // and the next batch commits.
 func TestGroupCommitCommitFails(t *testing.T) {
@@ -253,6 +277,20 @@ func TestGroupCommitCommitFails(t *testing.T) {
 	res, err := s.Claim(ctx, claimReq("s", "k", "h", 2))
 	if err != nil || res.Outcome != dedupe.Claimed {
 		t.Fatalf("claim after the failed commit: %v, %v; want Claimed", res.Outcome, err)
+	}
+	// The same alone in its batch.
+	err = s.Write(ctx, "poison", func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TABLE p (id INTEGER PRIMARY KEY);
+			CREATE TEMP TABLE c (x INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED);
+			INSERT INTO c VALUES (1)`)
+		return err
+	})
+	if !errors.Is(err, dedupe.ErrUnavailable) {
+		t.Fatalf("lone item whose commit fails: %v, want ErrUnavailable", err)
+	}
+	res, err = s.Claim(ctx, claimReq("s", "k2", "h", 3))
+	if err != nil || res.Outcome != dedupe.Claimed {
+		t.Fatalf("claim after the lone failed commit: %v, %v; want Claimed", res.Outcome, err)
 	}
 }
 
