@@ -60,9 +60,22 @@ func (s *Store) write(ctx context.Context, op string, fn func(context.Context, *
 		s.queued.Add(-1)
 		return unavailable(op, errClosed)
 	}
-	// Taken: the writer answers it, whatever happens to ctx, so the caller
-	// learns whether its write was committed.
-	return <-r.done
+	// Taken: the writer answers it (done has room, so it never waits for
+	// us). If ctx ends first the caller stops waiting, as with any store
+	// that does not answer in time: the writer skips the item if it has
+	// not run it yet, and otherwise its write may still commit, which is
+	// what ErrUnavailable allows (nothing is known to have been written).
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-r.done: // answered meanwhile: that answer stands
+			return err
+		default:
+			return unavailable(op, ctx.Err())
+		}
+	}
 }
 
 // writer owns the write transactions until Close.

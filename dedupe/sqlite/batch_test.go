@@ -324,6 +324,66 @@ func TestGroupCommitCancelledItem(t *testing.T) {
 	}
 }
 
+// A caller whose context ends while its write waits gets ErrUnavailable
+// at once, whether the writer has not taken the write yet or has taken it
+// into a batch that is still running; in the latter case the write, not
+// yet run when its turn comes, is skipped.
+func TestGroupCommitCallerGivesUp(t *testing.T) {
+	t.Run("NotTaken", func(t *testing.T) {
+		s := open(t)
+		release := stall(t, s)
+		defer release()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := s.Claim(ctx, claimReq("s", "k", "h", 1))
+		if !errors.Is(err, dedupe.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("claim behind a stalled writer: %v, want ErrUnavailable wrapping DeadlineExceeded", err)
+		}
+	})
+	t.Run("InBatch", func(t *testing.T) {
+		s := open(t)
+		release := stall(t, s)
+		running, gate := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		var blockErr, claimErr error
+		wg.Go(func() {
+			blockErr = s.Write(context.Background(), "block", func(context.Context, *sql.Tx) error {
+				close(running)
+				<-gate
+				return nil
+			})
+		})
+		waitQueued(t, s, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		claimed := make(chan struct{})
+		wg.Go(func() { _, claimErr = s.Claim(ctx, claimReq("s", "k", "h", 1)); close(claimed) })
+		waitQueued(t, s, 2)
+		release() // the writer takes block and the claim in one batch
+		<-running // block runs, the claim waits its turn in the batch
+		if s.Queued() != 0 {
+			t.Fatalf("queued = %d, want both taken", s.Queued())
+		}
+		cancel()
+		select {
+		case <-claimed: // answered while its batch still runs
+		case <-time.After(5 * time.Second):
+			t.Error("claim still waiting for its batch after its context ended")
+		}
+		close(gate)
+		wg.Wait()
+		if blockErr != nil {
+			t.Fatal(blockErr)
+		}
+		if !errors.Is(claimErr, dedupe.ErrUnavailable) || !errors.Is(claimErr, context.Canceled) {
+			t.Fatalf("claim given up in a batch: %v, want ErrUnavailable wrapping Canceled", claimErr)
+		}
+		if _, err := s.Get(context.Background(), "s", "k"); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Errorf("claim given up before it ran: %v, want nothing written", err)
+		}
+	})
+}
+
 // Writes after Close fail with ErrUnavailable instead of hanging.
 func TestGroupCommitAfterClose(t *testing.T) {
 	s := open(t)
