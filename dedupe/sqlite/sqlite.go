@@ -2,7 +2,9 @@
 //
 // Writes go through a single connection (SQLite has one writer anyway) in
 // BEGIN IMMEDIATE transactions, so a claim never upgrades a read lock and
-// never sees SQLITE_BUSY without waiting for busy_timeout. Reads use a small
+// never sees SQLITE_BUSY without waiting for busy_timeout. The writes of the
+// hot path (claims, completions, releases, holds, renewals, conflicts) are
+// group-committed: those waiting at once share one transaction (batch.go). Reads use a small
 // pool of their own, which WAL lets run beside the writer. The file must sit
 // on a local disk: WAL does not work over a network filesystem.
 package sqlite
@@ -19,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
@@ -85,6 +88,14 @@ type Store struct {
 	path string
 	w, r *sql.DB // w: the single writer connection; r: readers
 
+	// Group commit (batch.go): reqs carries the writes to the writer
+	// goroutine, which stops when quit is closed and then closes writerDone.
+	reqs       chan *writeReq
+	quit       chan struct{}
+	writerDone chan struct{}
+	queued     atomic.Int64 // writes sent and not yet taken by the writer
+	commits    atomic.Int64 // transactions the writer committed
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -123,7 +134,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{path: path, w: w, r: r}, nil
+	r.SetMaxIdleConns(4) // the default keeps 2: under load the others were reopened for every read
+	s := &Store{path: path, w: w, r: r,
+		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
+	go s.writer()
+	return s, nil
 }
 
 // fileURI is the SQLite URI filename of path with the driver's and
@@ -170,9 +185,13 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
-// Close closes both pools; safe to call twice.
+// Close stops the writer, once the batch it is running is answered, then
+// closes both pools; safe to call twice. Writes after Close fail with
+// dedupe.ErrUnavailable.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.writerDone
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
@@ -340,20 +359,30 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
 	}
 
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
-	if err != nil {
-		return dedupe.ClaimResult{}, unavailable(op, err)
-	}
-	defer tx.Rollback()
-	now := time.Now()
-	rec, err = scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
-	found := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return dedupe.ClaimResult{}, unavailable(op, err)
-	}
 	head, err := encodeHead(req.Request)
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var res dedupe.ClaimResult
+	err = s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = claimTx(ctx, tx, op, req, head)
+		return err
+	})
+	if err != nil {
+		return dedupe.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+// claimTx judges req inside the writer's transaction and writes the claim
+// when it wins; head is req.Request encoded.
+func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest, head any) (dedupe.ClaimResult, error) {
+	now := time.Now()
+	rec, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dedupe.ClaimResult{}, unavailable(op, err)
 	}
 	var outcome dedupe.Outcome
 	switch {
@@ -393,67 +422,61 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil {
 		return dedupe.ClaimResult{}, unavailable(op, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return dedupe.ClaimResult{}, unavailable(op, err)
-	}
 	return dedupe.ClaimResult{Outcome: outcome, Record: rec}, nil
 }
 
-// fenced runs one write that must touch exactly the owner's processing claim.
+// fenced runs one write that must touch exactly the owner's processing
+// claim, as an item of a group commit.
 func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error {
-	res, err := s.w.ExecContext(ctx, query, args...)
-	if err != nil {
-		return unavailable(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return unavailable(op, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner)
-	}
-	return nil
+	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return unavailable(op, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return unavailable(op, err)
+		}
+		if n == 0 {
+			return notOwner(op)
+		}
+		return nil
+	})
 }
 
 const ownerClause = ` WHERE sender = ? AND key = ? AND owner = ? AND state = 'processing'`
 
-// settle ends the owner's processing claim: in one BEGIN IMMEDIATE
-// transaction it reads the attempts of the claim the owner still holds,
-// appends att (keeping the latest dedupe.MaxAttempts) and applies set (a
-// SET list without the attempts) with args. ErrNotOwner, and nothing
-// written, when the owner no longer holds it.
+// settle ends the owner's processing claim, as an item of a group commit:
+// it reads the attempts of the claim the owner still holds, appends att
+// (keeping the latest dedupe.MaxAttempts) and applies set (a SET list
+// without the attempts) with args. ErrNotOwner, and nothing written, when
+// the owner no longer holds it.
 func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att dedupe.Attempt, set string, args ...any) error {
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
-	if err != nil {
-		return unavailable(op, err)
-	}
-	defer tx.Rollback()
-	var raw []byte
-	err = tx.QueryRowContext(ctx, `SELECT attempts FROM records`+ownerClause, sender, key, owner).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner)
-	}
-	if err != nil {
-		return unavailable(op, err)
-	}
-	attempts, err := appendAttempt(raw, att)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	args = append(args, attempts, sender, key, owner)
-	res, err := tx.ExecContext(ctx, `UPDATE records SET `+set+`, attempts = ?`+ownerClause, args...)
-	if err != nil {
-		return unavailable(op, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return unavailable(op, err)
-	} else if n == 0 {
-		return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner) // cannot happen: the transaction holds the write lock
-	}
-	if err := tx.Commit(); err != nil {
-		return unavailable(op, err)
-	}
-	return nil
+	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		var raw []byte
+		err := tx.QueryRowContext(ctx, `SELECT attempts FROM records`+ownerClause, sender, key, owner).Scan(&raw)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notOwner(op)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		attempts, err := appendAttempt(raw, att)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE records SET `+set+`, attempts = ?`+ownerClause,
+			append(args[:len(args):len(args)], attempts, sender, key, owner)...)
+		if err != nil {
+			return unavailable(op, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return unavailable(op, err)
+		} else if n == 0 {
+			return notOwner(op) // cannot happen: the transaction holds the write lock
+		}
+		return nil
+	})
 }
 
 // Complete implements dedupe.Store.
@@ -493,13 +516,16 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 
 // RecordConflict implements dedupe.Store.
 func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO conflicts
-		(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
-	if err != nil {
-		return unavailable("record conflict "+c.Sender+"/"+c.Key, err)
-	}
-	return nil
+	op := "record conflict " + c.Sender + "/" + c.Key
+	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO conflicts
+			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
+		if err != nil {
+			return unavailable(op, err)
+		}
+		return nil
+	})
 }
 
 // AddHits implements dedupe.Store.

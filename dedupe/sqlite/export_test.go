@@ -1,0 +1,17 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Commits is how many transactions the group-commit writer has committed.
+func (s *Store) Commits() int64 { return s.commits.Load() }
+
+// Queued is how many writes are waiting for the writer to take them.
+func (s *Store) Queued() int64 { return s.queued.Load() }
+
+// Write runs fn as one item of a group commit, as Claim and Complete do.
+func (s *Store) Write(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
+	return s.write(ctx, op, fn)
+}
