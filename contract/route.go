@@ -24,6 +24,13 @@ var ErrBadPath = errors.New("malformed request path")
 // on this form is what keeps them from slipping past a sender's rules
 // (trap 19 in ARCHITECTURE.md).
 func NormalizePath(escaped string) (string, error) {
+	if isNormal(escaped) {
+		return escaped, nil // the common case costs no allocation
+	}
+	return normalize(escaped)
+}
+
+func normalize(escaped string) (string, error) {
 	p, err := url.PathUnescape(escaped)
 	if err != nil || strings.IndexByte(p, 0) >= 0 {
 		return "", ErrBadPath
@@ -42,6 +49,28 @@ func NormalizePath(escaped string) (string, error) {
 		}
 	}
 	return "/" + strings.Join(segs, "/"), nil
+}
+
+// isNormal reports whether p is already in NormalizePath's form: rooted,
+// no escapes, no empty, "." or ".." segments, no trailing slash.
+func isNormal(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if len(p) < 2 || p[0] != '/' || p[len(p)-1] == '/' || strings.IndexByte(p, '%') >= 0 || strings.IndexByte(p, 0) >= 0 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		rest := p[i+1:]
+		if rest == "" || rest[0] == '/' || rest == "." || rest == ".." ||
+			strings.HasPrefix(rest, "./") || strings.HasPrefix(rest, "../") {
+			return false
+		}
+	}
+	return true
 }
 
 // scriptLike reports whether a sender path names a file (its last segment

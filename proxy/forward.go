@@ -193,6 +193,15 @@ func newTransport() *http.Transport {
 	}
 }
 
+// copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
+// through, instead of allocating one per request.
+var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
 // emptyBody is a body of no bytes that the transport cannot rewind.
 type emptyBody struct{}
 
@@ -257,8 +266,9 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 		pr.Out.Header.Set("X-Real-Ip", peerIP(pr.In.RemoteAddr))
 	}
 	pass = &httputil.ReverseProxy{
-		Rewrite:   rewrite,
-		Transport: t,
+		Rewrite:    rewrite,
+		Transport:  t,
+		BufferPool: copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			onPassError(r, err)
 			answerPassThroughError(w)
@@ -292,7 +302,8 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 				pr.Out.Header.Set(c.keyHeader, c.keyValue)
 			}
 		},
-		Transport: ct,
+		Transport:  ct,
+		BufferPool: copyBuffers,
 		ModifyResponse: func(resp *http.Response) error {
 			if c, ok := resp.Request.Context().Value(captureKey{}).(*capture); ok {
 				resp.Body = bodyWatch{ReadCloser: resp.Body, c: c}

@@ -22,7 +22,10 @@ import (
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
-func newStore(t *testing.T) dedupe.Store {
+func newStore(t *testing.T) dedupe.Store { return newBenchStore(t) }
+
+// newBenchStore opens a throwaway SQLite store for a test or a benchmark.
+func newBenchStore(t testing.TB) dedupe.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
 	if err != nil {
