@@ -1,0 +1,66 @@
+// Command compare measures, in one run on one machine, what hookonce costs
+// next to the things it is compared with: the site called directly, a bare
+// httputil.ReverseProxy, nginx proxy_pass, and, for the stores, the same
+// INSERT-then-UPDATE pair sent straight to PostgreSQL.
+//
+//	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-out bench/compare/results]
+//
+// Everything listens on 127.0.0.1 and runs on this machine: the load
+// generator, the proxies and the site share its cores with the servers.
+// Closed loop: -conns connections each POST a ~1 KB JSON webhook as soon as
+// the last one was answered. Open loop: -rate requests/s whatever the
+// answers' latency (latency measured from when each request was due).
+// Rounds run the paths in ABBA order (forward, reversed, ...); every figure
+// is the median over rounds. It is a program, not a test: go test ./...
+// never runs it (only its flag parsing is tested).
+//
+// It is built only with the benchcompare build tag, because it wires the
+// store backends and the internal test servers (internal/pgtest,
+// internal/redistest) into a program, which ARCHITECTURE.md's import rules
+// (arch_test.go) allow only to internal/cli and to tests. Without the tag
+// the command checks its flags and says how to run it.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// options are the command line.
+type options struct {
+	duration time.Duration
+	rounds   int
+	conns    int
+	rate     float64
+	out      string
+}
+
+func parseFlags(args []string, errOut io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each path in each round")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds, in ABBA order; figures are medians over rounds")
+	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections")
+	fs.Float64Var(&o.rate, "rate", 200, "open-loop requests per second")
+	fs.StringVar(&o.out, "out", "bench/compare/results", "folder for results.md and chart.svg")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case o.duration <= 0:
+		return o, errors.New("-duration must be positive")
+	case o.rounds < 1:
+		return o, errors.New("-rounds must be at least 1")
+	case o.conns < 1:
+		return o, errors.New("-conns must be at least 1")
+	case o.rate <= 0:
+		return o, errors.New("-rate must be positive")
+	}
+	return o, nil
+}

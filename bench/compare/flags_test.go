@@ -1,0 +1,31 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+// Only the command line is tested here: the measurements themselves never
+// run under go test.
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.duration != 5*time.Second || o.rounds != 2 || o.conns != 32 || o.rate != 200 || o.out != "bench/compare/results" {
+		t.Errorf("defaults = %+v", o)
+	}
+	o, err = parseFlags([]string{"-duration", "3s", "-rounds", "4", "-conns", "8", "-rate", "50", "-out", "x"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.duration != 3*time.Second || o.rounds != 4 || o.conns != 8 || o.rate != 50 || o.out != "x" {
+		t.Errorf("parsed = %+v", o)
+	}
+	for _, bad := range [][]string{{"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"extra"}, {"-nope"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}

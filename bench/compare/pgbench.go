@@ -1,0 +1,120 @@
+//go:build benchcompare
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// pgbenchScript is the INSERT+UPDATE pair (pairInsert, pairUpdate) for
+// real pgbench, each statement its own transaction.
+const pgbenchScript = `\set k random(1, 1000000000000)
+INSERT INTO hookonce_records AS r (sender, key, state, payload_hash, owner, lease_until, received_at, expires_at)
+SELECT 'pgbench', 'k' || :k, 'processing', 'h', 'o' || :k, n.t + interval '30 seconds', n.t, n.t + interval '72 hours'
+FROM (SELECT clock_timestamp() AS t) n
+ON CONFLICT (sender, key) DO NOTHING;
+UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL, completed_at = clock_timestamp(),
+  resp_status = 200, resp_headers = '{"Content-Type":["application/json"]}', resp_body = '{"ok":true}', resp_truncated = false
+WHERE sender = 'pgbench' AND key = 'k' || :k AND owner = 'o' || :k AND state = 'processing';
+`
+
+// childCPU is the CPU time of this process's waited-for children.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var tpsRe = regexp.MustCompile(`tps = ([0-9.]+)`)
+
+// runPgbench runs real pgbench with the pair script: conns clients, 2
+// threads, for d (whole seconds, at least 1), and reads every pair's
+// latency from its per-transaction log. Its own CPU time (a child of this
+// process) counts as load-generator CPU.
+func runPgbench(bin, dir string, port int, db string, conns int, d time.Duration) sample {
+	secs := max(int((d+time.Second/2)/time.Second), 1)
+	script := filepath.Join(dir, "pair.sql")
+	logs := filepath.Join(dir, fmt.Sprintf("log-%d", time.Now().UnixNano()))
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return sample{Errors: 1, FirstErr: err.Error()}
+	}
+	defer os.RemoveAll(logs)
+	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
+		return sample{Errors: 1, FirstErr: err.Error()}
+	}
+	cmd := exec.Command(bin, "-n", "-c", strconv.Itoa(conns), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
+		"-l", "--log-prefix="+filepath.Join(logs, "pgb"),
+		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres", db)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The server's CPU is not counted: pgbench's backends exit with it,
+	// before /proc could be read.
+	cpu0, ch0 := selfCPU(), childCPU()
+	out, err := cmd.CombinedOutput()
+	s := sample{SelfCPU: selfCPU() - cpu0 + childCPU() - ch0}
+	if err != nil {
+		s.Errors, s.FirstErr = 1, fmt.Sprintf("pgbench: %v: %s", err, lastLine(out))
+		return s
+	}
+	m := tpsRe.FindSubmatch(out)
+	if m == nil {
+		s.Errors, s.FirstErr = 1, "no tps in pgbench output: "+lastLine(out)
+		return s
+	}
+	tps, _ := strconv.ParseFloat(string(m[1]), 64)
+	files, _ := filepath.Glob(filepath.Join(logs, "pgb*"))
+	var all []time.Duration
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			// client_id transaction_no time(µs) script_no time_epoch time_us
+			f := strings.Fields(sc.Text())
+			if len(f) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			all = append(all, time.Duration(us)*time.Microsecond)
+		}
+		fh.Close()
+	}
+	s.Requests = int64(len(all))
+	if tps > 0 {
+		s.Elapsed = time.Duration(float64(s.Requests) / tps * float64(time.Second))
+	}
+	s.P50, s.P99, s.P999 = percentiles(all)
+	return s
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// pgbenchBin finds pgbench: PATH, then next to the server binaries.
+func pgbenchBin(serverBin string) (string, error) {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(serverBin, "pgbench")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("pgbench not installed")
+	}
+	return p, nil
+}

@@ -1,0 +1,198 @@
+//go:build benchcompare
+
+package main
+
+import (
+	"fmt"
+	"html"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// summary is the median over rounds of one path's figures.
+type summary struct {
+	name            string
+	rounds          int
+	rps             float64
+	p50, p99, p999  time.Duration
+	selfCPU, srvCPU time.Duration // per request
+	errors          int64
+	firstErr        string
+}
+
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]T(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+func summarize(name string, ss []sample) summary {
+	out := summary{name: name, rounds: len(ss)}
+	var rps []float64
+	var p50, p99, p999, self, srv []time.Duration
+	for _, s := range ss {
+		rps = append(rps, s.rps())
+		p50, p99, p999 = append(p50, s.P50), append(p99, s.P99), append(p999, s.P999)
+		if s.Requests > 0 {
+			self = append(self, s.SelfCPU/time.Duration(s.Requests))
+			srv = append(srv, s.ServerCPU/time.Duration(s.Requests))
+		}
+		out.errors += s.Errors
+		if out.firstErr == "" {
+			out.firstErr = s.FirstErr
+		}
+	}
+	out.rps, out.p50, out.p99, out.p999 = median(rps), median(p50), median(p99), median(p999)
+	out.selfCPU, out.srvCPU = median(self), median(srv)
+	return out
+}
+
+type report struct {
+	opts         options
+	load0, load1 string
+	notes        []string
+	bareName     string
+	closed, open []summary
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+
+func (r report) markdown() string {
+	var b strings.Builder
+	o := r.opts
+	fmt.Fprintf(&b, "## hookonce compared (go run -tags benchcompare ./bench/compare)\n\n")
+	fmt.Fprintf(&b, "%s; %d CPUs (%s); %s/%s, %s. Load average before: %s; after: %s.\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), r.load0, r.load1)
+	fmt.Fprintf(&b, "Closed loop: %d connections, each POSTing a ~1 KB JSON webhook as soon as the last was answered; %s measured per path per round after a warm-up, %d round(s) in ABBA order, medians shown.\n",
+		o.conns, o.duration, o.rounds)
+	fmt.Fprintf(&b, "Load generator, site, Go proxies and servers share this machine's cores, on 127.0.0.1. hookonce runs in-process with the replay cache, as serve wires it.\n\n")
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	if len(r.notes) > 0 {
+		b.WriteString("\n")
+	}
+	var base float64
+	for _, s := range r.closed {
+		if s.name == r.bareName {
+			base = s.rps
+		}
+	}
+	b.WriteString("| Path | req/s | vs bare proxy | p50 | p99 | p99.9 | CPU/req, this process¹ | CPU/req, servers² | errors |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.closed {
+		ratio := "–"
+		if base > 0 {
+			ratio = fmt.Sprintf("%.2f×", s.rps/base)
+		}
+		srv := "–"
+		if s.srvCPU > 0 {
+			srv = us(s.srvCPU)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", s.name, s.rps, ratio, ms(s.p50), ms(s.p99), ms(s.p999), us(s.selfCPU), srv, errCell(s))
+	}
+	fmt.Fprintf(&b, "\n¹ user+system CPU time of the whole Go process (getrusage) over the run divided by requests answered: it includes the load generator and the in-process site, so it is an upper bound on what the proxy itself costs. ² CPU time of the external server processes (nginx master and workers, postgres and its backends, redis-server) from /proc, divided by requests; for real pgbench, the first column is pgbench's own CPU (a child process) and the server's is not counted (its backends exit with pgbench).\n\n")
+	if len(r.open) > 0 {
+		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, latency from when each request was due.\n\n", o.rate, o.duration)
+		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | errors |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.open {
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), errCell(s))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "Chart: chart.svg (closed-loop req/s per path).\n")
+	return b.String()
+}
+
+func errCell(s summary) string {
+	if s.errors == 0 {
+		return "0"
+	}
+	e := s.firstErr
+	if len(e) > 80 {
+		e = e[:80] + "…"
+	}
+	return fmt.Sprintf("%d (%s)", s.errors, strings.ReplaceAll(e, "|", "/"))
+}
+
+// svg is a horizontal bar chart of closed-loop req/s per path.
+func (r report) svg() string {
+	const (
+		labelW = 380
+		barW   = 420
+		rowH   = 30
+		top    = 50
+	)
+	maxRPS := 1.0
+	for _, s := range r.closed {
+		maxRPS = max(maxRPS, s.rps)
+	}
+	h := top + rowH*len(r.closed) + 30
+	w := labelW + barW + 90
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="13">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">Requests/s, closed loop, %d connections, median of %d round(s) of %s</text>`+"\n", r.opts.conns, r.opts.rounds, r.opts.duration)
+	fmt.Fprintf(&b, `<text x="10" y="40" fill="#555">%d CPUs, everything on one machine (load average before %s)</text>`+"\n", runtime.NumCPU(), html.EscapeString(r.load0))
+	for i, s := range r.closed {
+		y := top + i*rowH
+		bw := int(float64(barW) * s.rps / maxRPS)
+		color := "#4a78b5"
+		switch {
+		case strings.HasPrefix(s.name, "hookonce"):
+			color = "#d9822b"
+		case strings.HasPrefix(s.name, "reference"):
+			color = "#7a7a7a"
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-8, y+18, html.EscapeString(s.name))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", labelW, y+4, max(bw, 1), rowH-8, color)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%.0f</text>`+"\n", labelW+max(bw, 1)+6, y+18, s.rps)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func cmdVersion(name string, args ...string) string {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return name + " (version unknown)"
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
