@@ -1,5 +1,39 @@
 package postgres
 
+import (
+	"context"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
 // OpenReadOnlyUnwrapped is OpenReadOnly without the dedupe.ReadOnly guard,
 // so that a test can see that the server refuses the session's writes too.
 var OpenReadOnlyUnwrapped = openReadOnly
+
+// ClaimBatches says how many claim batches (round trips, commits) the store
+// sent, and how many claim statements they carried.
+func ClaimBatches(s *Store) (batches, claims int64) {
+	return s.batcher.batches.Load(), s.batcher.claims.Load()
+}
+
+// ClaimStatements runs the claim statement of each request through the
+// batcher, all queued at once (one batch of up to maxClaimBatch), and
+// answers each one's record or error as Claim's batch step sees it:
+// pgx.ErrNoRows for no row, ErrSolo for "retry alone".
+func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimRequest) ([]dedupe.Record, []error) {
+	items := make([]*claimItem, len(reqs))
+	for i, req := range reqs {
+		items[i] = &claimItem{ctx: ctxs[i], done: make(chan struct{}), args: []any{req.Sender, req.Key,
+			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, []byte(nil)}}
+	}
+	s.enqueue(items...)
+	recs := make([]dedupe.Record, len(reqs))
+	errs := make([]error, len(reqs))
+	for i, it := range items {
+		<-it.done
+		recs[i], errs[i] = it.rec, it.err
+	}
+	return recs, errs
+}
+
+var ErrSolo = errSolo

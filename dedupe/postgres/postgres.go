@@ -3,7 +3,8 @@
 //
 // Every decision about time is taken by the database clock
 // (clock_timestamp()), every claim is one statement under READ COMMITTED in
-// its own short transaction, and no transaction is ever held open across the
+// a short transaction that commits at once (concurrent claims share one:
+// see claimBatcher), and no transaction is ever held open across the
 // forward to the site. Writes after a claim are fenced by the owner token.
 // A store call that cannot reach the database, or does not get an answer
 // before its context ends, fails with an error wrapping
@@ -72,6 +73,7 @@ const (
 type Store struct {
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
+	batcher   claimBatcher
 }
 
 // Open opens the store and applies pending migrations (see Migrate), as
@@ -412,7 +414,8 @@ RETURNING ` + recordCols
 //
 // A read decides every case that writes nothing; only a new key, an
 // expired or released record or an expired lease goes on to the claim
-// statement, which re-decides atomically. When that statement returns no
+// statement, which re-decides atomically; claim statements waiting at the
+// same moment share one round trip and one commit (claimBatcher). When that statement returns no
 // row (another claimer won, or the row changed in between), the loop reads
 // again in a new statement; a row that vanished or expired in between is
 // tried again, at most claimAttempts times.
@@ -431,8 +434,12 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return dedupe.ClaimResult{}, fail(op, err)
 		}
-		rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head))
+		args := []any{req.Sender, req.Key, req.PayloadHash,
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head}
+		rec, err = s.claim(ctx, args)
+		if errors.Is(err, errSolo) {
+			rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, args...))
+		}
 		switch {
 		case err == nil:
 			return ownClaim(rec), nil

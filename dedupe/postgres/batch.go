@@ -1,0 +1,195 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// maxClaimBatch bounds the claims one round trip carries.
+const maxClaimBatch = 64
+
+// errSolo answers a batched claim that must be tried again on its own: the
+// batch's transaction aborted on another claim's statement (or on this
+// one's), so nothing of it was written.
+var errSolo = errors.New("postgres: claim batch aborted; retry alone")
+
+// claimItem is one claim statement waiting for a batch.
+type claimItem struct {
+	ctx  context.Context
+	args []any
+	rec  dedupe.Record
+	err  error // nil, pgx.ErrNoRows, errSolo, or the batch's error
+	done chan struct{}
+}
+
+// claimBatcher group-commits claim statements: the claims waiting at the
+// moment a batch is taken (up to maxClaimBatch) go to the server as one
+// pgx.Batch, BEGIN; claim…; COMMIT, in one round trip and one commit. A
+// flusher goroutine runs only while claims wait: the first claim to find
+// none running starts one, and it ends when the queue is empty (no timer,
+// nothing when idle). Each claim is still its own statement, judged in
+// queue order within the transaction, so two claims of one key in one batch
+// are decided one after the other exactly as two commits would be. The
+// transaction commits at once: none is ever held across a forward.
+type claimBatcher struct {
+	mu      sync.Mutex
+	queue   []*claimItem
+	running bool
+
+	batches atomic.Int64 // round trips (and commits) sent
+	claims  atomic.Int64 // claim statements they carried
+}
+
+// claim runs claimSQL with args through the batcher and answers the row it
+// returned, pgx.ErrNoRows, errSolo or an error. It returns when its
+// context ends, whatever the batch is doing; a claim that its batch then
+// commits is an ambiguous one, for the caller to report as such.
+func (s *Store) claim(ctx context.Context, args []any) (dedupe.Record, error) {
+	it := &claimItem{ctx: ctx, args: args, done: make(chan struct{})}
+	s.enqueue(it)
+	select {
+	case <-it.done:
+		return it.rec, it.err
+	case <-ctx.Done():
+		return dedupe.Record{}, context.Cause(ctx)
+	}
+}
+
+func (s *Store) enqueue(items ...*claimItem) {
+	b := &s.batcher
+	b.mu.Lock()
+	b.queue = append(b.queue, items...)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if start {
+		go s.flushClaims()
+	}
+}
+
+// flushClaims sends batches until the queue is empty.
+func (s *Store) flushClaims() {
+	b := &s.batcher
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxClaimBatch)
+		if n == 0 {
+			b.running = false
+			b.queue = nil
+			b.mu.Unlock()
+			return
+		}
+		items := make([]*claimItem, n)
+		copy(items, b.queue)
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		s.sendClaims(items)
+	}
+}
+
+// sendClaims sends one batch and answers each of its items.
+func (s *Store) sendClaims(all []*claimItem) {
+	// An item whose caller is gone is answered, not sent.
+	items := all[:0:0]
+	for _, it := range all {
+		if err := it.ctx.Err(); err != nil {
+			it.err = context.Cause(it.ctx) // the caller wraps it in ErrUnavailable
+			close(it.done)
+			continue
+		}
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return
+	}
+	// The batch lasts while any of its callers still waits.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waiting atomic.Int64
+	waiting.Store(int64(len(items)))
+	for _, it := range items {
+		stop := context.AfterFunc(it.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+
+	// Rows are locked in key order, so that two batches (two replicas)
+	// claiming overlapping keys cannot deadlock; claims of one key keep
+	// their queue order.
+	slices.SortStableFunc(items, func(a, b *claimItem) int {
+		return cmp.Or(strings.Compare(a.args[0].(string), b.args[0].(string)),
+			strings.Compare(a.args[1].(string), b.args[1].(string)))
+	})
+
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	for _, it := range items {
+		batch.Queue(claimSQL, it.args...)
+	}
+	batch.Queue("COMMIT")
+	s.batcher.batches.Add(1)
+	s.batcher.claims.Add(int64(len(items)))
+
+	recs := make([]dedupe.Record, len(items))
+	errs := make([]error, len(items))
+	err := func() error {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		// A connection left inside the transaction (an error midway) is
+		// destroyed by Release, not reused.
+		defer conn.Release()
+		br := conn.SendBatch(ctx, batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		for i := range items {
+			recs[i], errs[i] = scanRecord(br.QueryRow())
+			if errs[i] != nil && !errors.Is(errs[i], pgx.ErrNoRows) {
+				return errs[i]
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("claim batch ended with %q", tag.String())
+		}
+		return br.Close()
+	}()
+	var pgErr *pgconn.PgError
+	for i, it := range items {
+		switch {
+		case err == nil:
+			it.rec, it.err = recs[i], errs[i]
+		case errors.As(err, &pgErr):
+			// The server refused a statement (or the commit): the
+			// transaction rolled back and nothing of it was written. Each
+			// claim is tried again alone, so that one bad claim fails alone
+			// and a deadlock or lock timeout costs a retry, not an outage.
+			it.err = errSolo
+		default:
+			// No answer (a broken connection, a cancelled batch): the
+			// commit may or may not have happened. Each caller looks
+			// (ambiguousClaim), as after a claim statement of its own.
+			it.err = err
+		}
+		close(it.done)
+	}
+}

@@ -1,0 +1,189 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/internal/pgtest"
+)
+
+// claimAll runs one Claim per request, all released at once, and answers
+// their results and errors in request order.
+func claimAll(s *postgres.Store, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error) {
+	res := make([]dedupe.ClaimResult, len(reqs))
+	errs := make([]error, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res[i], errs[i] = s.Claim(ctx, r)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return res, errs
+}
+
+func background(n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		ctxs[i] = context.Background()
+	}
+	return ctxs
+}
+
+// 64 concurrent claims of distinct keys share commits: far fewer batches
+// (round trips, each one commit) than claims, and every one is won.
+func TestConcurrentClaimsShareCommits(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	const n = 64
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("gc%d", i), "h")
+	}
+	b0, c0 := postgres.ClaimBatches(s)
+	res, errs := claimAll(s, reqs)
+	for i := range reqs {
+		if errs[i] != nil || res[i].Outcome != dedupe.Claimed || res[i].Record.Owner != reqs[i].Owner {
+			t.Errorf("claim %d: %v %v owner %q", i, res[i].Outcome, errs[i], res[i].Record.Owner)
+		}
+	}
+	b1, c1 := postgres.ClaimBatches(s)
+	batches, claims := b1-b0, c1-c0
+	t.Logf("%d claims in %d batches", claims, batches)
+	if claims != n || batches > n/4 {
+		t.Errorf("%d claim statements in %d batches, want %d in at most %d", claims, batches, n, n/4)
+	}
+	// Queued at once, they make exactly one batch.
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("gc-one-%d", i), "h")
+	}
+	recs, errs2 := postgres.ClaimStatements(background(n), s, reqs)
+	for i := range reqs {
+		if errs2[i] != nil || recs[i].Owner != reqs[i].Owner {
+			t.Errorf("statement %d: %v owner %q", i, errs2[i], recs[i].Owner)
+		}
+	}
+	if b2, _ := postgres.ClaimBatches(s); b2-b1 != 1 {
+		t.Errorf("%d claims queued at once took %d batches, want 1", n, b2-b1)
+	}
+	for i := range reqs {
+		if rec, err := s.Get(ctxFor(t, 5*time.Second), "s", reqs[i].Key); err != nil || rec.Owner != reqs[i].Owner {
+			t.Errorf("stored %s: %v owner %q, want %q", reqs[i].Key, err, rec.Owner, reqs[i].Owner)
+		}
+	}
+}
+
+// Claims of one key, in one batch or across batches, make exactly one
+// winner: in one batch they are judged in order, the first wins.
+func TestConcurrentClaimsOfOneKeyOneWinner(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	const n = 64
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq("one", "h")
+	}
+	res, errs := claimAll(s, reqs)
+	won := 0
+	for i := range reqs {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("claim %d: %v", i, errs[i])
+		case res[i].Outcome == dedupe.Claimed:
+			won++
+		case res[i].Outcome != dedupe.InProgress:
+			t.Errorf("claim %d: outcome %v", i, res[i].Outcome)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d winners, want 1", won)
+	}
+
+	for i := range reqs {
+		reqs[i] = claimReq("one-batch", "h")
+	}
+	b0, _ := postgres.ClaimBatches(s)
+	recs, errs2 := postgres.ClaimStatements(background(n), s, reqs)
+	if errs2[0] != nil || recs[0].Owner != reqs[0].Owner {
+		t.Errorf("first of the batch: %v owner %q, want it to win", errs2[0], recs[0].Owner)
+	}
+	for i := 1; i < n; i++ {
+		if !errors.Is(errs2[i], pgx.ErrNoRows) {
+			t.Errorf("statement %d: %v (owner %q), want no row", i, errs2[i], recs[i].Owner)
+		}
+	}
+	if b1, _ := postgres.ClaimBatches(s); b1-b0 != 1 {
+		t.Errorf("took %d batches, want 1", b1-b0)
+	}
+}
+
+// A statement the server refuses aborts its batch's transaction: nothing
+// of the batch is written, every claim of it is tried again alone, and only
+// the bad one fails (and not as an outage).
+func TestFailingClaimInABatch(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	const n = 16
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("bad%d", i), "h")
+	}
+	reqs[5].Owner = "bad\x00owner" // text cannot hold NUL: the claim statement fails
+	_, errs := postgres.ClaimStatements(background(n), s, reqs)
+	for i, err := range errs {
+		if !errors.Is(err, postgres.ErrSolo) {
+			t.Errorf("statement %d: %v, want ErrSolo", i, err)
+		}
+	}
+	for i := range reqs {
+		if _, err := s.Get(ctxFor(t, 5*time.Second), "s", reqs[i].Key); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatalf("%s after the aborted batch: %v, want not found", reqs[i].Key, err)
+		}
+	}
+
+	res, cerrs := claimAll(s, reqs)
+	for i := range reqs {
+		switch {
+		case i == 5:
+			if cerrs[i] == nil || errors.Is(cerrs[i], dedupe.ErrUnavailable) {
+				t.Errorf("bad claim: %v, want a non-outage error", cerrs[i])
+			}
+		case cerrs[i] != nil || res[i].Outcome != dedupe.Claimed:
+			t.Errorf("claim %d: %v %v", i, res[i].Outcome, cerrs[i])
+		}
+	}
+}
+
+// An item whose context is done before its batch is sent is answered with
+// its context's error, and not sent; the others of the batch go on.
+func TestClaimContextDoneBeforeSending(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	reqs := []dedupe.ClaimRequest{claimReq("live", "h"), claimReq("gone", "h")}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	recs, errs := postgres.ClaimStatements([]context.Context{context.Background(), gone}, s, reqs)
+	if errs[0] != nil || recs[0].Owner != reqs[0].Owner {
+		t.Errorf("live item: %v owner %q", errs[0], recs[0].Owner)
+	}
+	if !errors.Is(errs[1], context.Canceled) {
+		t.Errorf("cancelled item: %v, want context.Canceled", errs[1])
+	}
+	if _, err := s.Get(ctxFor(t, 5*time.Second), "s", "gone"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("cancelled item was written: %v", err)
+	}
+	if _, err := s.Claim(gone, claimReq("gone", "h")); !errors.Is(err, dedupe.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim with a cancelled context: %v, want ErrUnavailable wrapping context.Canceled", err)
+	}
+}
