@@ -23,11 +23,15 @@ const maxClaimBatch = 64
 // one's), so nothing of it was written.
 var errSolo = errors.New("postgres: claim batch aborted; retry alone")
 
-// claimItem is one claim statement waiting for a batch.
+// claimItem is one statement waiting for a batch: a claim (claimSQL), or
+// a fenced write (sql) whose command tag is the answer. args begin with
+// sender and key.
 type claimItem struct {
 	ctx  context.Context
+	sql  string // "" for claimSQL
 	args []any
 	rec  dedupe.Record
+	tag  pgconn.CommandTag
 	err  error // nil, pgx.ErrNoRows, errSolo, or the batch's error
 	done chan struct{}
 }
@@ -41,13 +45,16 @@ type claimItem struct {
 // queue order within the transaction, so two claims of one key in one batch
 // are decided one after the other exactly as two commits would be. The
 // transaction commits at once: none is ever held across a forward.
+//
+// The fenced writes after a claim (Complete, Release, Hold, Renew) share
+// the same batches: each is its own UPDATE, its rows-affected its answer.
 type claimBatcher struct {
 	mu      sync.Mutex
 	queue   []*claimItem
 	running bool
 
 	batches atomic.Int64 // round trips (and commits) sent
-	claims  atomic.Int64 // claim statements they carried
+	claims  atomic.Int64 // statements they carried
 }
 
 // claim runs claimSQL with args through the batcher and answers the row it
@@ -55,13 +62,25 @@ type claimBatcher struct {
 // context ends, whatever the batch is doing; a claim that its batch then
 // commits is an ambiguous one, for the caller to report as such.
 func (s *Store) claim(ctx context.Context, args []any) (dedupe.Record, error) {
-	it := &claimItem{ctx: ctx, args: args, done: make(chan struct{})}
+	it, err := s.wait(ctx, "", args)
+	return it.rec, err
+}
+
+// exec runs a fenced write (args begin with sender and key) through the
+// batcher, as claim does, and answers its command tag.
+func (s *Store) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+	it, err := s.wait(ctx, sql, args)
+	return it.tag, err
+}
+
+func (s *Store) wait(ctx context.Context, sql string, args []any) (*claimItem, error) {
+	it := &claimItem{ctx: ctx, sql: sql, args: args, done: make(chan struct{})}
 	s.enqueue(it)
 	select {
 	case <-it.done:
-		return it.rec, it.err
+		return it, it.err
 	case <-ctx.Done():
-		return dedupe.Record{}, context.Cause(ctx)
+		return &claimItem{}, context.Cause(ctx)
 	}
 }
 
@@ -137,13 +156,14 @@ func (s *Store) sendClaims(all []*claimItem) {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	for _, it := range items {
-		batch.Queue(claimSQL, it.args...)
+		batch.Queue(cmp.Or(it.sql, claimSQL), it.args...)
 	}
 	batch.Queue("COMMIT")
 	s.batcher.batches.Add(1)
 	s.batcher.claims.Add(int64(len(items)))
 
 	recs := make([]dedupe.Record, len(items))
+	tags := make([]pgconn.CommandTag, len(items))
 	errs := make([]error, len(items))
 	err := func() error {
 		conn, err := s.pool.Acquire(ctx)
@@ -158,7 +178,13 @@ func (s *Store) sendClaims(all []*claimItem) {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		for i := range items {
+		for i, it := range items {
+			if it.sql != "" {
+				if tags[i], err = br.Exec(); err != nil {
+					return err
+				}
+				continue
+			}
 			recs[i], errs[i] = scanRecord(br.QueryRow())
 			if errs[i] != nil && !errors.Is(errs[i], pgx.ErrNoRows) {
 				return errs[i]
@@ -177,7 +203,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 	for i, it := range items {
 		switch {
 		case err == nil:
-			it.rec, it.err = recs[i], errs[i]
+			it.rec, it.tag, it.err = recs[i], tags[i], errs[i]
 		case errors.As(err, &pgErr):
 			// The server refused a statement (or the commit): the
 			// transaction rolled back and nothing of it was written. Each

@@ -187,3 +187,88 @@ func TestClaimContextDoneBeforeSending(t *testing.T) {
 		t.Errorf("Claim with a cancelled context: %v, want ErrUnavailable wrapping context.Canceled", err)
 	}
 }
+
+// BenchmarkClaim32 claims distinct keys from 32 goroutines, batched and
+// each claim alone, on a durable server (fsync on: commits cost a flush).
+func BenchmarkClaim32(b *testing.B) {
+	srv := pgtest.StartWith(b, pgtest.Options{Durable: true})
+	for _, batched := range []bool{false, true} {
+		b.Run(fmt.Sprintf("batched=%v", batched), func(b *testing.B) {
+			s := mustNew(b, srv.NewDatabase(b))
+			postgres.SetClaimBatching(s, batched)
+			const workers = 32
+			b0, _ := postgres.ClaimBatches(s)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += workers {
+						r := claimReq(fmt.Sprintf("bench-%d", i), "h")
+						if res, err := s.Claim(context.Background(), r); err != nil || res.Outcome != dedupe.Claimed {
+							b.Errorf("claim %d: %v %v", i, res.Outcome, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b1, _ := postgres.ClaimBatches(s)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+			b.ReportMetric(float64(b1-b0), "batches")
+		})
+	}
+}
+
+// Concurrent completions share commits as claims do, each fenced by its
+// own owner.
+func TestConcurrentCompletesShareCommits(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	const n = 64
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("done%d", i), "h")
+	}
+	if _, errs := claimAll(s, reqs); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	b0, _ := postgres.ClaimBatches(s)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			owner := r.Owner
+			if i == 7 {
+				owner = "not-the-owner"
+			}
+			errs[i] = s.Complete(ctxFor(t, 30*time.Second), "s", r.Key, owner,
+				dedupe.Response{Status: 200 + i, Body: []byte("ok")}, testAttempt("completed"))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	b1, _ := postgres.ClaimBatches(s)
+	t.Logf("%d completions in %d batches", n, b1-b0)
+	if b1-b0 > n/4 {
+		t.Errorf("%d completions took %d batches, want at most %d", n, b1-b0, n/4)
+	}
+	for i, r := range reqs {
+		rec, err := s.Get(ctxFor(t, 5*time.Second), "s", r.Key)
+		switch {
+		case err != nil:
+			t.Errorf("get %s: %v", r.Key, err)
+		case i == 7:
+			if !errors.Is(errs[i], dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing {
+				t.Errorf("complete by a stranger: %v, state %s", errs[i], rec.State)
+			}
+		case errs[i] != nil || rec.State != dedupe.StateDone || rec.Response == nil || rec.Response.Status != 200+i:
+			t.Errorf("complete %s: %v, state %s, response %+v", r.Key, errs[i], rec.State, rec.Response)
+		}
+	}
+}

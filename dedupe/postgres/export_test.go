@@ -10,8 +10,9 @@ import (
 // so that a test can see that the server refuses the session's writes too.
 var OpenReadOnlyUnwrapped = openReadOnly
 
-// ClaimBatches says how many claim batches (round trips, commits) the store
-// sent, and how many claim statements they carried.
+// ClaimBatches says how many batches (round trips, commits) the store's
+// batcher sent, and how many statements (claims, fenced writes) they
+// carried.
 func ClaimBatches(s *Store) (batches, claims int64) {
 	return s.batcher.batches.Load(), s.batcher.claims.Load()
 }
@@ -37,3 +38,7 @@ func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimReques
 }
 
 var ErrSolo = errSolo
+
+// SetClaimBatching turns claim batching off (each claim statement alone,
+// its own commit, as before batching) or on; set it before use.
+func SetClaimBatching(s *Store, on bool) { s.solo = !on }

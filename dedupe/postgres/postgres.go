@@ -74,6 +74,7 @@ type Store struct {
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
 	batcher   claimBatcher
+	solo      bool // every claim statement alone (tests: the baseline)
 }
 
 // Open opens the store and applies pending migrations (see Migrate), as
@@ -436,7 +437,10 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		}
 		args := []any{req.Sender, req.Key, req.PayloadHash,
 			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head}
-		rec, err = s.claim(ctx, args)
+		err = errSolo
+		if !s.solo {
+			rec, err = s.claim(ctx, args)
+		}
 		if errors.Is(err, errSolo) {
 			rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, args...))
 		}
@@ -474,9 +478,18 @@ func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimR
 }
 
 // fenced runs a write that applies only while owner holds the processing
-// claim; zero rows means someone else does (or nobody): ErrNotOwner.
+// claim; zero rows means someone else does (or nobody): ErrNotOwner. Its
+// parameters are $1 sender, $2 key, then args. Concurrent writes share a
+// commit (claimBatcher).
 func (s *Store) fenced(ctx context.Context, op, sender, key, query string, args ...any) error {
-	tag, err := s.pool.Exec(ctx, query, args...)
+	args = append([]any{sender, key}, args...)
+	tag, err := pgconn.CommandTag{}, errSolo
+	if !s.solo {
+		tag, err = s.exec(ctx, query, args)
+	}
+	if errors.Is(err, errSolo) {
+		tag, err = s.pool.Exec(ctx, query, args...)
+	}
 	if err != nil {
 		return fail(op+" "+sender+"/"+key, err)
 	}
@@ -519,7 +532,7 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 		UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
 			completed_at = clock_timestamp(), resp_status = $4, resp_headers = $5::jsonb,
 			resp_body = $6, resp_truncated = $7, attempts = `+appendAttempt("$8")+ownerWhere,
-		sender, key, owner, int32(resp.Status), headers, body, resp.Truncated, a)
+		owner, int32(resp.Status), headers, body, resp.Truncated, a)
 }
 
 // Release implements dedupe.Store: the record stays, released, with its
@@ -532,7 +545,7 @@ func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedu
 	return s.fenced(ctx, "release", sender, key, `
 		UPDATE hookonce_records SET state = 'released', owner = NULL, lease_until = NULL,
 			attempts = `+appendAttempt("$4")+ownerWhere,
-		sender, key, owner, a)
+		owner, a)
 }
 
 // Hold implements dedupe.Store.
@@ -544,14 +557,14 @@ func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.
 	return s.fenced(ctx, "hold", sender, key, `
 		UPDATE hookonce_records SET state = 'unknown', owner = NULL, lease_until = NULL,
 			attempts = `+appendAttempt("$4")+ownerWhere,
-		sender, key, owner, a)
+		owner, a)
 }
 
 // Renew implements dedupe.Store.
 func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
 	return s.fenced(ctx, "renew", sender, key,
 		`UPDATE hookonce_records SET lease_until = clock_timestamp() + $4::bigint * interval '1 microsecond'`+ownerWhere,
-		sender, key, owner, micros(lease))
+		owner, micros(lease))
 }
 
 func optTime(t time.Time) *time.Time {
