@@ -4,6 +4,7 @@
 // INSERT-then-UPDATE pair sent straight to PostgreSQL.
 //
 //	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-out bench/compare/results]
+//	    [-only REGEXP] [-cpuprofile FILE]
 //
 // Everything listens on 127.0.0.1 and runs on this machine: the load
 // generator, the proxies and the site share its cores with the servers.
@@ -26,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"time"
 )
 
@@ -36,6 +38,8 @@ type options struct {
 	conns    int
 	rate     float64
 	out      string
+	only     *regexp.Regexp // measure only the paths whose name matches
+	cpuprof  string         // write a CPU profile of the measured runs here
 }
 
 func parseFlags(args []string, errOut io.Writer) (options, error) {
@@ -47,8 +51,17 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections")
 	fs.Float64Var(&o.rate, "rate", 200, "open-loop requests per second")
 	fs.StringVar(&o.out, "out", "bench/compare/results", "folder for results.md and chart.svg")
+	only := fs.String("only", "", "measure only the paths whose name matches this regular expression (results are then not written)")
+	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (load generator and site included) to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return o, fmt.Errorf("-only: %w", err)
+		}
+		o.only = re
 	}
 	switch {
 	case fs.NArg() > 0:

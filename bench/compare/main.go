@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -304,6 +306,20 @@ func run(o options) error {
 		r.notes = append(r.notes, "Redis: "+cmdVersion("redis-server", "--version")+", appendonly yes, appendfsync everysec")
 	}
 
+	if o.only != nil {
+		closed, open = keep(closed, o.only), keep(open, o.only)
+	}
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	warm := min(o.duration/5, time.Second)
 	closedRes := map[string][]sample{}
 	openRes := map[string][]sample{}
@@ -335,10 +351,24 @@ func run(o options) error {
 	}
 	md := rep.markdown()
 	fmt.Print(md)
+	if o.only != nil {
+		return nil // a partial run: the committed results stay whole
+	}
 	if err := os.WriteFile(filepath.Join(o.out, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(o.out, "chart.svg"), []byte(rep.svg()), 0o644)
+}
+
+// keep returns the paths whose name re matches.
+func keep(ps []path, re *regexp.Regexp) []path {
+	var out []path
+	for _, p := range ps {
+		if re.MatchString(p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // abba returns the paths in round's order: forward in even rounds,

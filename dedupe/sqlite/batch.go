@@ -158,20 +158,20 @@ func (s *Store) runBatch(batch []*writeReq) {
 			answers = append(answers, unavailable(r.op, err))
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT item`); err != nil {
+		if _, err := s.ws.exec(ctx, tx, qSavepoint); err != nil {
 			fail(err)
 			return
 		}
 		itemErr := r.run(ctx, tx)
 		if itemErr != nil {
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO item`); err != nil {
+			if _, err := s.ws.exec(ctx, tx, qRollbackSavepoint); err != nil {
 				// The item's error ended the whole transaction (SQLite
 				// rolls back on a full disk or an I/O error, say).
 				fail(fmt.Errorf("%w (after: %w)", err, itemErr))
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE item`); err != nil {
+		if _, err := s.ws.exec(ctx, tx, qReleaseSavepoint); err != nil {
 			fail(err)
 			return
 		}

@@ -15,3 +15,7 @@ func (s *Store) Queued() int64 { return s.queued.Load() }
 func (s *Store) Write(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
 	return s.write(ctx, op, fn)
 }
+
+// Unprepared is how many statements of the write path and of the readers
+// ran without having been prepared at Open.
+func (s *Store) Unprepared() int64 { return s.ws.misses.Load() + s.rs.misses.Load() }

@@ -211,7 +211,7 @@ func (r *reader) reopen(old *sql.DB) error {
 // Get implements dedupe.Reader.
 func (r *reader) Get(ctx context.Context, sender, key string) (rec dedupe.Record, err error) {
 	err = r.read("get "+sender+"/"+key, func(db *sql.DB) error {
-		rec, err = getRecord(ctx, db, sender, key)
+		rec, err = getRecord(ctx, db, nil, sender, key)
 		return err
 	})
 	return rec, err

@@ -87,6 +87,8 @@ CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
 type Store struct {
 	path string
 	w, r *sql.DB // w: the single writer connection; r: readers
+	// ws, rs: the statements of every delivery, prepared on w and r (stmts.go).
+	ws, rs *stmts
 
 	// Group commit (batch.go): reqs carries the writes to the writer
 	// goroutine, which stops when quit is closed and then closes writerDone.
@@ -135,7 +137,20 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4) // the default keeps 2: under load the others were reopened for every read
-	s := &Store{path: path, w: w, r: r,
+	ws, err := prepareAll(ctx, w, writerQueries)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	rs, err := prepareAll(ctx, r, readerQueries)
+	if err != nil {
+		ws.close()
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	s := &Store{path: path, w: w, r: r, ws: ws, rs: rs,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	go s.writer()
 	return s, nil
@@ -192,7 +207,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.writerDone
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -350,7 +365,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	// Fast path, no write lock: a done record with the same hash is a
 	// duplicate, and it can only stop being one by expiring or being purged,
 	// which the read also sees. This keeps replays off the single writer.
-	rec, err := scanRecord(s.r.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
+	rec, err := scanRecord(s.rs.dbQueryRow(ctx, s.r, qSelectRecord, req.Sender, req.Key))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -366,7 +381,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	var res dedupe.ClaimResult
 	err = s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		res, err = claimTx(ctx, tx, op, req, head)
+		res, err = s.claimTx(ctx, tx, op, req, head)
 		return err
 	})
 	if err != nil {
@@ -377,9 +392,9 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 
 // claimTx judges req inside the writer's transaction and writes the claim
 // when it wins; head is req.Request encoded.
-func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest, head any) (dedupe.ClaimResult, error) {
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest, head any) (dedupe.ClaimResult, error) {
 	now := time.Now()
-	rec, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, req.Sender, req.Key))
+	rec, err := scanRecord(s.ws.queryRow(ctx, tx, qSelectRecord, req.Sender, req.Key))
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return dedupe.ClaimResult{}, unavailable(op, err)
@@ -393,9 +408,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), ReceivedAt: now, ExpiresAt: now.Add(req.TTL),
 			RequestBody: req.RequestBody, Request: req.Request,
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO records
-			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = s.ws.exec(ctx, tx, qInsertClaim,
 			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
 			rec.RequestBody, head)
 	case rec.State == dedupe.StateReleased:
@@ -404,10 +417,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest
 		rec.LeaseUntil, rec.ReceivedAt, rec.ExpiresAt = now.Add(req.Lease), now, now.Add(req.TTL)
 		rec.CompletedAt, rec.Response = time.Time{}, nil
 		rec.RequestBody, rec.Request = req.RequestBody, req.Request
-		_, err = tx.ExecContext(ctx, `UPDATE records SET state = ?, payload_hash = ?, owner = ?, lease_until = ?,
-			received_at = ?, completed_at = 0, expires_at = ?, status = 0, headers = NULL, body = NULL, truncated = 0,
-			request_body = ?, request_head = ?
-			WHERE sender = ? AND key = ? AND state = 'released'`,
+		_, err = s.ws.exec(ctx, tx, qReclaimReleased,
 			string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
 			rec.RequestBody, head, req.Sender, req.Key)
 	case rec.PayloadHash != req.PayloadHash || rec.State != dedupe.StateProcessing || now.Before(rec.LeaseUntil):
@@ -416,8 +426,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest
 		outcome = dedupe.TakenOver
 		rec.Owner, rec.LeaseUntil = req.Owner, now.Add(req.Lease)
 		rec.Takeovers++
-		_, err = tx.ExecContext(ctx, `UPDATE records SET owner = ?, lease_until = ?, takeovers = takeovers + 1
-			WHERE sender = ? AND key = ?`, rec.Owner, ms(rec.LeaseUntil), req.Sender, req.Key)
+		_, err = s.ws.exec(ctx, tx, qTakeOver, rec.Owner, ms(rec.LeaseUntil), req.Sender, req.Key)
 	}
 	if err != nil {
 		return dedupe.ClaimResult{}, unavailable(op, err)
@@ -429,7 +438,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest
 // claim, as an item of a group commit.
 func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error {
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, query, args...)
+		res, err := s.ws.exec(ctx, tx, query, args...)
 		if err != nil {
 			return unavailable(op, err)
 		}
@@ -444,17 +453,15 @@ func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error
 	})
 }
 
-const ownerClause = ` WHERE sender = ? AND key = ? AND owner = ? AND state = 'processing'`
-
 // settle ends the owner's processing claim, as an item of a group commit:
 // it reads the attempts of the claim the owner still holds, appends att
-// (keeping the latest dedupe.MaxAttempts) and applies set (a SET list
-// without the attempts) with args. ErrNotOwner, and nothing written, when
-// the owner no longer holds it.
-func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att dedupe.Attempt, set string, args ...any) error {
+// (keeping the latest dedupe.MaxAttempts) and runs query (an UPDATE whose
+// parameters are args, then the attempts, then ownerClause's). ErrNotOwner,
+// and nothing written, when the owner no longer holds it.
+func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att dedupe.Attempt, query string, args ...any) error {
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		var raw []byte
-		err := tx.QueryRowContext(ctx, `SELECT attempts FROM records`+ownerClause, sender, key, owner).Scan(&raw)
+		err := s.ws.queryRow(ctx, tx, qSelectAttempts, sender, key, owner).Scan(&raw)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notOwner(op)
 		}
@@ -465,8 +472,7 @@ func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att d
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE records SET `+set+`, attempts = ?`+ownerClause,
-			append(args[:len(args):len(args)], attempts, sender, key, owner)...)
+		res, err := s.ws.exec(ctx, tx, query, append(args[:len(args):len(args)], attempts, sender, key, owner)...)
 		if err != nil {
 			return unavailable(op, err)
 		}
@@ -490,36 +496,31 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 		body = []byte{}
 	}
 	return s.settle(ctx, "complete "+sender+"/"+key, sender, key, owner, att,
-		`state = 'done', owner = '', lease_until = 0, completed_at = ?, status = ?, headers = ?, body = ?, truncated = ?`,
-		ms(time.Now()), resp.Status, headers, body, resp.Truncated)
+		qComplete, ms(time.Now()), resp.Status, headers, body, resp.Truncated)
 }
 
 // Release implements dedupe.Store: the record stays, released, with its
 // payload hash, request and attempts, until a delivery claims it again or
 // it expires.
 func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
-	return s.settle(ctx, "release "+sender+"/"+key, sender, key, owner, att,
-		`state = 'released', owner = '', lease_until = 0`)
+	return s.settle(ctx, "release "+sender+"/"+key, sender, key, owner, att, qRelease)
 }
 
 // Hold implements dedupe.Store.
 func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
-	return s.settle(ctx, "hold "+sender+"/"+key, sender, key, owner, att,
-		`state = 'unknown', owner = '', lease_until = 0`)
+	return s.settle(ctx, "hold "+sender+"/"+key, sender, key, owner, att, qHold)
 }
 
 // Renew implements dedupe.Store.
 func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
-	return s.fenced(ctx, "renew "+sender+"/"+key,
-		`UPDATE records SET lease_until = ?`+ownerClause, ms(time.Now().Add(lease)), sender, key, owner)
+	return s.fenced(ctx, "renew "+sender+"/"+key, qRenew, ms(time.Now().Add(lease)), sender, key, owner)
 }
 
 // RecordConflict implements dedupe.Store.
 func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	op := "record conflict " + c.Sender + "/" + c.Key
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO conflicts
-			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		_, err := s.ws.exec(ctx, tx, qInsertConflict,
 			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
 		if err != nil {
 			return unavailable(op, err)
@@ -536,7 +537,7 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 	}
 	defer tx.Rollback()
 	for _, h := range hits {
-		if _, err := tx.ExecContext(ctx, `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`, h.N, h.Sender, h.Key); err != nil {
+		if _, err := s.ws.exec(ctx, tx, qAddHits, h.N, h.Sender, h.Key); err != nil {
 			return unavailable("add hits", err)
 		}
 	}
@@ -548,13 +549,15 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
-	return getRecord(ctx, s.r, sender, key)
+	return getRecord(ctx, s.r, s.rs, sender, key)
 }
 
 // The reads below are shared by Store and the read-only reader.
 
-func getRecord(ctx context.Context, db *sql.DB, sender, key string) (dedupe.Record, error) {
-	rec, err := scanRecord(db.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records WHERE sender = ? AND key = ?`, sender, key))
+// getRecord reads one record from db, with its prepared statements p when
+// it has them (the read-only reader prepares nothing).
+func getRecord(ctx context.Context, db *sql.DB, p *stmts, sender, key string) (dedupe.Record, error) {
+	rec, err := scanRecord(p.dbQueryRow(ctx, db, qSelectRecord, sender, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, fmt.Errorf("get %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}

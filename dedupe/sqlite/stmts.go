@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Prepared statements. SQLite parses and plans a statement each time it is
+// prepared, and for the short statements of a claim or a completion that
+// was most of their cost (about half the CPU of the claim path, profiled
+// under bench/compare). The statements the writer and the readers run for
+// every delivery are prepared once, at Open, and run as prepared; anything
+// else (operator commands, migrations) is prepared as it runs.
+//
+// They are prepared on the *sql.DB, never inside the writer's transaction:
+// the writer pool has one connection, which the transaction holds, so a
+// DB-level prepare there would wait for itself. Tx.StmtContext then runs
+// the DB-level statement on the transaction's connection, reusing what was
+// prepared on it (database/sql prepares it again on a new connection, as
+// after a connection error).
+
+// Statements of the write path (the writer's transactions).
+const (
+	qSelectRecord = `SELECT ` + recordCols + ` FROM records WHERE sender = ? AND key = ?`
+	qInsertClaim  = `INSERT OR REPLACE INTO records
+			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qReclaimReleased = `UPDATE records SET state = ?, payload_hash = ?, owner = ?, lease_until = ?,
+			received_at = ?, completed_at = 0, expires_at = ?, status = 0, headers = NULL, body = NULL, truncated = 0,
+			request_body = ?, request_head = ?
+			WHERE sender = ? AND key = ? AND state = 'released'`
+	qTakeOver = `UPDATE records SET owner = ?, lease_until = ?, takeovers = takeovers + 1
+			WHERE sender = ? AND key = ?`
+	ownerClause     = ` WHERE sender = ? AND key = ? AND owner = ? AND state = 'processing'`
+	qSelectAttempts = `SELECT attempts FROM records` + ownerClause
+	qComplete       = `UPDATE records SET state = 'done', owner = '', lease_until = 0, completed_at = ?, status = ?,
+			headers = ?, body = ?, truncated = ?, attempts = ?` + ownerClause
+	qRelease        = `UPDATE records SET state = 'released', owner = '', lease_until = 0, attempts = ?` + ownerClause
+	qHold           = `UPDATE records SET state = 'unknown', owner = '', lease_until = 0, attempts = ?` + ownerClause
+	qRenew          = `UPDATE records SET lease_until = ?` + ownerClause
+	qInsertConflict = `INSERT INTO conflicts
+			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qAddHits           = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
+	qSavepoint         = `SAVEPOINT item`
+	qRollbackSavepoint = `ROLLBACK TO item`
+	qReleaseSavepoint  = `RELEASE item`
+)
+
+var writerQueries = []string{qSelectRecord, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
+	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint}
+
+var readerQueries = []string{qSelectRecord}
+
+// stmts are the statements prepared on one *sql.DB, by query text.
+type stmts struct {
+	m      map[string]*sql.Stmt
+	misses atomic.Int64 // statements run that were not prepared (tests)
+}
+
+func prepareAll(ctx context.Context, db *sql.DB, queries []string) (*stmts, error) {
+	p := &stmts{m: make(map[string]*sql.Stmt, len(queries))}
+	for _, q := range queries {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("prepare %.40q: %w", q, err)
+		}
+		p.m[q] = st
+	}
+	return p, nil
+}
+
+func (p *stmts) close() error {
+	var errs []error
+	for _, st := range p.m {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// exec runs q in tx, prepared when it was at Open.
+func (p *stmts) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st, ok := p.m[q]; ok {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	p.misses.Add(1)
+	return tx.ExecContext(ctx, q, args...)
+}
+
+// queryRow runs q in tx, prepared when it was at Open.
+func (p *stmts) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st, ok := p.m[q]; ok {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	p.misses.Add(1)
+	return tx.QueryRowContext(ctx, q, args...)
+}
+
+// dbQueryRow runs q on db, the pool p was prepared on; a nil p prepares
+// nothing (the read-only reader).
+func (p *stmts) dbQueryRow(ctx context.Context, db *sql.DB, q string, args ...any) *sql.Row {
+	if p == nil {
+		return db.QueryRowContext(ctx, q, args...)
+	}
+	if st, ok := p.m[q]; ok {
+		return st.QueryRowContext(ctx, args...)
+	}
+	p.misses.Add(1)
+	return db.QueryRowContext(ctx, q, args...)
+}
