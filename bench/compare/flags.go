@@ -4,7 +4,7 @@
 // INSERT-then-UPDATE pair sent straight to PostgreSQL.
 //
 //	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-out bench/compare/results]
-//	    [-only REGEXP] [-cpuprofile FILE]
+//	    [-only REGEXP] [-cpuprofile FILE] [-memprofile FILE]
 //
 // Everything listens on 127.0.0.1 and runs on this machine: the load
 // generator, the proxies and the site share its cores with the servers.
@@ -40,6 +40,7 @@ type options struct {
 	out      string
 	only     *regexp.Regexp // measure only the paths whose name matches
 	cpuprof  string         // write a CPU profile of the measured runs here
+	memprof  string         // write an allocation profile at the end here
 }
 
 func parseFlags(args []string, errOut io.Writer) (options, error) {
@@ -53,6 +54,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench/compare/results", "folder for results.md and chart.svg")
 	only := fs.String("only", "", "measure only the paths whose name matches this regular expression (results are then not written)")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (load generator and site included) to this file")
+	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -23,11 +23,11 @@ func TestParseFlags(t *testing.T) {
 	if o.duration != 3*time.Second || o.rounds != 4 || o.conns != 8 || o.rate != 50 || o.out != "x" {
 		t.Errorf("parsed = %+v", o)
 	}
-	o, err = parseFlags([]string{"-only", "PostgreSQL$", "-cpuprofile", "cpu.out"}, io.Discard)
+	o, err = parseFlags([]string{"-only", "PostgreSQL$", "-cpuprofile", "cpu.out", "-memprofile", "mem.out"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.only == nil || !o.only.MatchString("hookonce new events, PostgreSQL") || o.only.MatchString("hookonce pass-through") || o.cpuprof != "cpu.out" {
+	if o.only == nil || !o.only.MatchString("hookonce new events, PostgreSQL") || o.only.MatchString("hookonce pass-through") || o.cpuprof != "cpu.out" || o.memprof != "mem.out" {
 		t.Errorf("parsed = %+v", o)
 	}
 	for _, bad := range [][]string{{"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"extra"}, {"-nope"}} {

@@ -320,6 +320,14 @@ func run(o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.memprof != "" {
+		defer func() {
+			if f, err := os.Create(o.memprof); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	warm := min(o.duration/5, time.Second)
 	closedRes := map[string][]sample{}
 	openRes := map[string][]sample{}

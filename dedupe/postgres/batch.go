@@ -18,40 +18,70 @@ import (
 // maxClaimBatch bounds the claims one round trip carries.
 const maxClaimBatch = 64
 
+// maxFlushers bounds the batches in flight at once (each on a connection
+// of its own). One would serialise every commit of the process behind the
+// one before; PostgreSQL flushes the WAL of concurrent commits together, so
+// a few batches in flight give more commits per flush, and a batch stalled
+// on a lock or a slow commit does not hold up the others.
+const maxFlushers = 4
+
 // errSolo answers a batched claim that must be tried again on its own: the
 // batch's transaction aborted on another claim's statement (or on this
 // one's), so nothing of it was written.
 var errSolo = errors.New("postgres: claim batch aborted; retry alone")
 
-// claimItem is one statement waiting for a batch: a claim (claimSQL), or
-// a fenced write (sql) whose command tag is the answer. args begin with
-// sender and key.
+// itemKind is what a batch item runs.
+type itemKind int
+
+const (
+	// itemClaim: claimSQL; rec is the row it returned (pgx.ErrNoRows:
+	// none, the claim lost).
+	itemClaim itemKind = iota
+	// itemFirst: a delivery's first try, firstSQL, so that a new key is
+	// claimed, and any other key read, in the one statement. won: the
+	// insert made the record (rec). Otherwise found says whether the read
+	// found a row, rec is it and claimable says whether it gives way to
+	// this claim now.
+	itemFirst
+	// itemExec: a fenced write (sql); tag is its command tag.
+	itemExec
+)
+
+// claimItem is one statement waiting for a batch. args begin with sender
+// and key.
 type claimItem struct {
 	ctx  context.Context
-	sql  string // "" for claimSQL
+	kind itemKind
+	sql  string // itemExec
 	args []any
 	rec  dedupe.Record
 	tag  pgconn.CommandTag
+	// itemFirst
+	won, found, claimable bool
+
 	err  error // nil, pgx.ErrNoRows, errSolo, or the batch's error
 	done chan struct{}
 }
 
 // claimBatcher group-commits claim statements: the claims waiting at the
 // moment a batch is taken (up to maxClaimBatch) go to the server as one
-// pgx.Batch, BEGIN; claim…; COMMIT, in one round trip and one commit. A
-// flusher goroutine runs only while claims wait: the first claim to find
-// none running starts one, and it ends when the queue is empty (no timer,
-// nothing when idle). Each claim is still its own statement, judged in
-// queue order within the transaction, so two claims of one key in one batch
-// are decided one after the other exactly as two commits would be. The
-// transaction commits at once: none is ever held across a forward.
+// pgx.Batch, BEGIN; claim…; COMMIT, in one round trip and one commit.
+// Flusher goroutines run only while claims wait: a claim that finds fewer
+// than maxFlushers running starts one, and each ends when the queue is
+// empty (no timer, nothing when idle: a lone claim is sent at once, and
+// under load batches form while the flushers' batches are at the server).
+// Each claim is still its own statement, judged in queue order within the
+// transaction, so two claims of one key in one batch are decided one after
+// the other exactly as two commits would be; across batches the server's
+// row locks decide. The transaction commits at once: none is ever held
+// across a forward.
 //
 // The fenced writes after a claim (Complete, Release, Hold, Renew) share
 // the same batches: each is its own UPDATE, its rows-affected its answer.
 type claimBatcher struct {
 	mu      sync.Mutex
 	queue   []*claimItem
-	running bool
+	running int // flushers
 
 	batches atomic.Int64 // round trips (and commits) sent
 	claims  atomic.Int64 // statements they carried
@@ -62,19 +92,25 @@ type claimBatcher struct {
 // context ends, whatever the batch is doing; a claim that its batch then
 // commits is an ambiguous one, for the caller to report as such.
 func (s *Store) claim(ctx context.Context, args []any) (dedupe.Record, error) {
-	it, err := s.wait(ctx, "", args)
+	it, err := s.wait(ctx, itemClaim, "", args)
 	return it.rec, err
+}
+
+// first runs a delivery's first try (itemFirst) through the batcher; args
+// are claimSQL's.
+func (s *Store) first(ctx context.Context, args []any) (*claimItem, error) {
+	return s.wait(ctx, itemFirst, "", args)
 }
 
 // exec runs a fenced write (args begin with sender and key) through the
 // batcher, as claim does, and answers its command tag.
 func (s *Store) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
-	it, err := s.wait(ctx, sql, args)
+	it, err := s.wait(ctx, itemExec, sql, args)
 	return it.tag, err
 }
 
-func (s *Store) wait(ctx context.Context, sql string, args []any) (*claimItem, error) {
-	it := &claimItem{ctx: ctx, sql: sql, args: args, done: make(chan struct{})}
+func (s *Store) wait(ctx context.Context, kind itemKind, sql string, args []any) (*claimItem, error) {
+	it := &claimItem{ctx: ctx, kind: kind, sql: sql, args: args, done: make(chan struct{})}
 	s.enqueue(it)
 	select {
 	case <-it.done:
@@ -88,8 +124,10 @@ func (s *Store) enqueue(items ...*claimItem) {
 	b := &s.batcher
 	b.mu.Lock()
 	b.queue = append(b.queue, items...)
-	start := !b.running
-	b.running = true
+	start := b.running < maxFlushers
+	if start {
+		b.running++
+	}
 	b.mu.Unlock()
 	if start {
 		go s.flushClaims()
@@ -103,7 +141,7 @@ func (s *Store) flushClaims() {
 		b.mu.Lock()
 		n := min(len(b.queue), maxClaimBatch)
 		if n == 0 {
-			b.running = false
+			b.running--
 			b.queue = nil
 			b.mu.Unlock()
 			return
@@ -156,15 +194,27 @@ func (s *Store) sendClaims(all []*claimItem) {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	for _, it := range items {
-		batch.Queue(cmp.Or(it.sql, claimSQL), it.args...)
+		switch it.kind {
+		case itemClaim:
+			batch.Queue(claimSQL, it.args...)
+		case itemFirst:
+			batch.Queue(firstSQL, it.args...)
+		case itemExec:
+			batch.Queue(it.sql, it.args...)
+		}
 	}
 	batch.Queue("COMMIT")
 	s.batcher.batches.Add(1)
 	s.batcher.claims.Add(int64(len(items)))
 
-	recs := make([]dedupe.Record, len(items))
-	tags := make([]pgconn.CommandTag, len(items))
-	errs := make([]error, len(items))
+	// Answers, written to the items only once the batch has committed.
+	type answer struct {
+		rec                   dedupe.Record
+		tag                   pgconn.CommandTag
+		won, found, claimable bool
+		err                   error
+	}
+	ans := make([]answer, len(items))
 	err := func() error {
 		conn, err := s.pool.Acquire(ctx)
 		if err != nil {
@@ -179,15 +229,25 @@ func (s *Store) sendClaims(all []*claimItem) {
 			return err
 		}
 		for i, it := range items {
-			if it.sql != "" {
-				if tags[i], err = br.Exec(); err != nil {
+			a := &ans[i]
+			switch it.kind {
+			case itemExec:
+				if a.tag, err = br.Exec(); err != nil {
 					return err
 				}
-				continue
-			}
-			recs[i], errs[i] = scanRecord(br.QueryRow())
-			if errs[i] != nil && !errors.Is(errs[i], pgx.ErrNoRows) {
-				return errs[i]
+			case itemClaim:
+				a.rec, a.err = scanRecord(br.QueryRow())
+				if a.err != nil && !errors.Is(a.err, pgx.ErrNoRows) {
+					return a.err
+				}
+			case itemFirst:
+				rec, err := scanRecord(br.QueryRow(), &a.won, &a.claimable)
+				switch {
+				case err == nil:
+					a.rec, a.found = rec, true
+				case !errors.Is(err, pgx.ErrNoRows):
+					return err
+				}
 			}
 		}
 		tag, err := br.Exec()
@@ -203,7 +263,9 @@ func (s *Store) sendClaims(all []*claimItem) {
 	for i, it := range items {
 		switch {
 		case err == nil:
-			it.rec, it.tag, it.err = recs[i], tags[i], errs[i]
+			a := ans[i]
+			it.rec, it.tag, it.err = a.rec, a.tag, a.err
+			it.won, it.found, it.claimable = a.won, a.found, a.claimable
 		case errors.As(err, &pgErr):
 			// The server refused a statement (or the commit): the
 			// transaction rolled back and nothing of it was written. Each

@@ -87,6 +87,68 @@ func TestConcurrentClaimsShareCommits(t *testing.T) {
 	}
 }
 
+// A delivery's first try claims a new key, or reads the record of a known
+// one, inside the batch: no read of its own. Only a record that gives way
+// (here a released one) takes the read-then-claim loop.
+func TestFirstTryIsOneRoundTrip(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 32
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("first%d", i), "h")
+	}
+	r0 := postgres.LoopReads(s)
+	res, errs := claimAll(s, reqs)
+	for i := range reqs {
+		if errs[i] != nil || res[i].Outcome != dedupe.Claimed {
+			t.Fatalf("claim %d: %v %v", i, res[i].Outcome, errs[i])
+		}
+		if err := s.Complete(ctx, "s", reqs[i].Key, reqs[i].Owner, dedupe.Response{Status: 200, Body: []byte("ok")}, dedupe.Attempt{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Repeats: the same payload is a duplicate, another one a conflict, a
+	// key in progress is in progress; each from the batched read.
+	again := make([]dedupe.ClaimRequest, 0, n+2)
+	for i := range reqs {
+		again = append(again, claimReq(reqs[i].Key, "h"))
+	}
+	again = append(again, claimReq("first0", "other"))
+	busy := claimReq("busy", "h")
+	if res, err := s.Claim(ctx, busy); err != nil || res.Outcome != dedupe.Claimed {
+		t.Fatalf("busy: %v %v", res.Outcome, err)
+	}
+	again = append(again, claimReq("busy", "h"))
+	res, errs = claimAll(s, again)
+	for i := range again {
+		want := dedupe.Duplicate
+		switch {
+		case i == n:
+			want = dedupe.Conflicting
+		case i == n+1:
+			want = dedupe.InProgress
+		}
+		if errs[i] != nil || res[i].Outcome != want {
+			t.Errorf("repeat %d (%s): %v %v, want %v", i, again[i].Key, res[i].Outcome, errs[i], want)
+		}
+	}
+	if d := postgres.LoopReads(s) - r0; d != 0 {
+		t.Errorf("new keys and repeats made %d reads of their own, want 0", d)
+	}
+	// A released record gives way: the loop claims it.
+	if err := s.Release(ctx, "s", "busy", busy.Owner, dedupe.Attempt{}); err != nil {
+		t.Fatal(err)
+	}
+	retry := claimReq("busy", "h")
+	if res, err := s.Claim(ctx, retry); err != nil || res.Outcome != dedupe.Claimed || res.Record.Owner != retry.Owner {
+		t.Errorf("released record: %v %v owner %q", res.Outcome, err, res.Record.Owner)
+	}
+	if d := postgres.LoopReads(s) - r0; d != 1 {
+		t.Errorf("the released record took %d loop reads, want 1", d)
+	}
+}
+
 // Claims of one key, in one batch or across batches, make exactly one
 // winner: in one batch they are judged in order, the first wins.
 func TestConcurrentClaimsOfOneKeyOneWinner(t *testing.T) {

@@ -42,3 +42,6 @@ var ErrSolo = errSolo
 // SetClaimBatching turns claim batching off (each claim statement alone,
 // its own commit, as before batching) or on; set it before use.
 func SetClaimBatching(s *Store, on bool) { s.solo = !on }
+
+// LoopReads says how many reads Claim made after its batched first try.
+func LoopReads(s *Store) int64 { return s.loopReads.Load() }

@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
@@ -74,7 +75,8 @@ type Store struct {
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
 	batcher   claimBatcher
-	solo      bool // every claim statement alone (tests: the baseline)
+	solo      bool         // every claim statement alone (tests: the baseline)
+	loopReads atomic.Int64 // reads of Claim's loop (after the first try)
 }
 
 // Open opens the store and applies pending migrations (see Migrate), as
@@ -365,9 +367,9 @@ func takeoverCond(r, t, hash string) string {
 }
 
 // readSQL reads the row a claim is about, and whether it would give way to
-// this claim now (by the database clock). A duplicate, a conflict, an
-// in-progress or a held delivery is answered from this one primary-key read:
-// nothing is written or locked.
+// this claim now (by the database clock), in Claim's loop (after a first
+// try, firstSQL, that found a record giving way or found nothing). Nothing
+// is written or locked.
 var readSQL = `
 SELECT (` + newCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
 FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
@@ -411,23 +413,64 @@ ON CONFLICT (sender, key) DO UPDATE SET
 WHERE ` + newCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
 RETURNING ` + recordCols
 
+// firstSQL is a delivery's first try at a claim, one statement: it inserts
+// the record when the key is free (won) and otherwise reads the row that is
+// there, with whether it gives way to this claim now (claimable), as
+// readSQL does. ON CONFLICT DO NOTHING neither writes nor locks the row
+// that is there. Its parameters are claimSQL's.
+//
+// It answers no row at all when the key was inserted by a transaction that
+// committed after this statement's snapshot was taken (the insert waited
+// for it, and the read cannot see it): Claim then reads again in a
+// statement of its own.
+var firstSQL = `
+WITH ins AS (
+` + claimSQL[:strings.Index(claimSQL, "ON CONFLICT")] + `ON CONFLICT (sender, key) DO NOTHING
+RETURNING ` + recordCols + `
+)
+SELECT true, false, ins.* FROM ins
+UNION ALL
+SELECT false, (` + newCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
+FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
+WHERE r.sender = $1::text AND r.key = $2::text AND NOT EXISTS (SELECT 1 FROM ins)`
+
 // Claim implements dedupe.Store.
 //
-// A read decides every case that writes nothing; only a new key, an
-// expired or released record or an expired lease goes on to the claim
-// statement, which re-decides atomically; claim statements waiting at the
-// same moment share one round trip and one commit (claimBatcher). When that statement returns no
-// row (another claimer won, or the row changed in between), the loop reads
-// again in a new statement; a row that vanished or expired in between is
-// tried again, at most claimAttempts times.
+// The first try (firstSQL, batched: see claimBatcher) claims a new key or
+// reads the row that is there, in one statement and one round trip shared
+// with the claims and writes waiting at the same moment.
+// A row that does not give way is answered from that read: nothing is
+// written or locked. Only an expired or released record or an expired
+// lease goes on to the loop below, as does a first try whose batch failed:
+// a read, then the claim statement, which re-decides atomically. When that
+// statement returns no row (another claimer won, or the row changed in
+// between), the loop reads again in a new statement; a row that vanished or
+// expired in between is tried again, at most claimAttempts times.
 func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	op := "claim " + req.Sender + "/" + req.Key
 	head, err := encodeRequestHead(req.Request)
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", op, err)
 	}
+	if !s.solo {
+		args := []any{req.Sender, req.Key, req.PayloadHash,
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head}
+		it, err := s.first(ctx, args)
+		switch {
+		case err == nil && it.won:
+			return ownClaim(it.rec), nil
+		case err == nil && it.found && !it.claimable:
+			return dedupe.ClaimResult{Outcome: dedupe.Standing(it.rec, req.PayloadHash), Record: it.rec}, nil
+		case err == nil, errors.Is(err, errSolo):
+			// A record that gives way, one that vanished between the two
+			// statements, or a batch to try again alone: the loop.
+		default:
+			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, op, req, err)
+		}
+	}
 	for range claimAttempts {
 		var claimable bool
+		s.loopReads.Add(1)
 		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
 		case err == nil && !claimable:
@@ -504,11 +547,13 @@ const ownerWhere = ` WHERE sender = $1 AND key = $2 AND owner = $3 AND state = '
 // appendAttempt is the attempts column with the attempt in parameter p
 // appended and only the latest dedupe.MaxAttempts kept, oldest first. It
 // runs in the fenced UPDATE itself, on the row it locked: no read-modify-
-// write from the client.
+// write from the client. Below the bound (nearly always) it is a plain
+// append; only a full list is taken apart to drop its oldest.
 func appendAttempt(p string) string {
-	return fmt.Sprintf(`(SELECT COALESCE(jsonb_agg(a.e ORDER BY a.i), '[]'::jsonb)
+	return fmt.Sprintf(`CASE WHEN jsonb_array_length(attempts) < %[2]d THEN attempts || jsonb_build_array(%[1]s::jsonb)
+		ELSE (SELECT COALESCE(jsonb_agg(a.e ORDER BY a.i), '[]'::jsonb)
 		FROM jsonb_array_elements(attempts || jsonb_build_array(%[1]s::jsonb)) WITH ORDINALITY AS a(e, i)
-		WHERE a.i > jsonb_array_length(attempts) + 1 - %[2]d)`, p, dedupe.MaxAttempts)
+		WHERE a.i > jsonb_array_length(attempts) + 1 - %[2]d) END`, p, dedupe.MaxAttempts)
 }
 
 // Complete implements dedupe.Store.
