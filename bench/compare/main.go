@@ -126,6 +126,25 @@ func (r *rig) hookonce(store dedupe.Store, upstream *url.URL) (string, error) {
 	return srv.URL, nil
 }
 
+// storeOnly is a new event at the store alone, no HTTP: the Claim and the
+// Complete a delivery makes, as the proxy makes them.
+func storeOnly(store dedupe.Store) op {
+	resp := dedupe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`)}
+	return func(ctx context.Context, i int64) error {
+		req := dedupe.ClaimRequest{Sender: "store-only", Key: "k" + strconv.FormatInt(i, 10), PayloadHash: "h",
+			Owner: "o" + strconv.FormatInt(i, 10), Lease: 30 * time.Second, TTL: 72 * time.Hour}
+		res, err := store.Claim(ctx, req)
+		if err != nil {
+			return err
+		}
+		if res.Outcome != dedupe.Claimed {
+			return fmt.Errorf("claim %s: %v", req.Key, res.Outcome)
+		}
+		return store.Complete(ctx, req.Sender, req.Key, req.Owner, resp,
+			dedupe.Attempt{At: time.Now(), By: "sender", Outcome: "completed", Status: 200})
+	}
+}
+
 // newEvents posts a fresh event id each time.
 func newEvents(p *poster, url, prefix string) op {
 	return func(ctx context.Context, i int64) error {
@@ -210,6 +229,7 @@ func run(o options) error {
 		return p.post(ctx, hoSQ+passPath, "p"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
 	}, noServers, nil})
 	closed = append(closed, path{"hookonce new events, SQLite", newEvents(p, hoSQ+hookPath, "new-"), noServers, nil})
+	closed = append(closed, path{"store only (Claim+Complete, no HTTP), SQLite", storeOnly(sq), noServers, nil})
 	if err := seed(p, hoSQ+hookPath, "dup-"); err != nil {
 		return err
 	}
@@ -254,6 +274,7 @@ func run(o options) error {
 		}
 		pgNew := path{"hookonce new events, PostgreSQL", newEvents(p, hoPG+hookPath, "new-"), pgCPU, nil}
 		closed = append(closed, pgNew)
+		closed = append(closed, path{"store only (Claim+Complete, no HTTP), PostgreSQL", storeOnly(pg), pgCPU, nil})
 		pair, err := pgxpool.New(ctx, dsn+pool)
 		if err != nil {
 			return err
