@@ -321,3 +321,45 @@ func TestCompleteGivesUpAtTheLease(t *testing.T) {
 		t.Fatalf("hookonce_answers_not_stored_total = %v", n)
 	}
 }
+
+// raceStore makes the heartbeat's renewal lose the race against the
+// delivery's own completion: Complete waits until a Renew has started, and
+// that Renew reaches the store only after Complete has committed.
+type raceStore struct {
+	dedupe.Store
+	renewing chan struct{} // closed when the first Renew starts
+	once     sync.Once
+	stored   chan struct{} // closed when Complete has committed
+}
+
+func (r *raceStore) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	r.once.Do(func() { close(r.renewing) })
+	<-r.stored
+	return r.Store.Renew(ctx, sender, key, owner, lease)
+}
+
+func (r *raceStore) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
+	<-r.renewing
+	defer close(r.stored)
+	return r.Store.Complete(ctx, sender, key, owner, resp, att)
+}
+
+// A renewal that lands after the delivery stored its own answer finds the
+// claim ended by its owner: that is not a lost claim, and must not page
+// anyone as one.
+func TestRenewAfterOwnCompleteIsNotALostClaim(t *testing.T) {
+	store := &raceStore{Store: newStore(t), renewing: make(chan struct{}), stored: make(chan struct{})}
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "lease: 3s", "lease: 1s", 1))
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"race"}`); r.Status != 200 {
+		t.Fatalf("status %d", r.Status)
+	}
+	rec, err := get(t, store, "shop", "race")
+	if err != nil || rec.State != dedupe.StateDone {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	// The heartbeat has had its answer by the time it is stopped.
+	if logs := px.Logs.String(); strings.Contains(logs, "claim lost") {
+		t.Fatalf("own completion reported as a lost claim:\n%s", logs)
+	}
+}

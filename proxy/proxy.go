@@ -603,6 +603,7 @@ func (d *delivery) forwardClaimed() {
 		return ok
 	})
 	att := d.attempt(dec.outcome, dec.status)
+	beat.settling.Store(true)
 	switch dec.store {
 	case storeComplete:
 		d.complete(c, beat, att)
@@ -652,6 +653,9 @@ type beat struct {
 	wg    sync.WaitGroup
 	until atomic.Int64 // unix nanos: the lease's end as of the last renewal
 	once  sync.Once
+	// settling: the delivery is storing its outcome, which ends the claim;
+	// a renewal that lands after it finds no claim, and that is no loss.
+	settling atomic.Bool
 }
 
 func (b *beat) stop() { b.once.Do(func() { close(b.quit); b.wg.Wait() }) }
@@ -683,7 +687,9 @@ func (d *delivery) heartbeat() *beat {
 					b.until.Store(asked.Add(d.s.Lease).UnixNano())
 				case errors.Is(err, dedupe.ErrNotOwner):
 					b.until.Store(0)
-					d.log.Error("claim lost while the site works: another delivery may run the handler too", "key", d.key)
+					if !b.settling.Load() {
+						d.log.Error("claim lost while the site works: another delivery may run the handler too", "key", d.key)
+					} // else the outcome's own write ended the claim, or reports its loss itself
 					return
 				default:
 					d.log.Warn("lease not renewed", "key", d.key, "err", err)
