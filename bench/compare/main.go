@@ -371,7 +371,14 @@ func run(o options) error {
 		}
 	}
 
-	rep := report{opts: o, load0: load0, load1: loadavg(), notes: r.notes, bareName: bareName}
+	var fl *flood
+	if o.only == nil || o.only.MatchString("flood") {
+		fmt.Fprintln(os.Stderr, "memory under a flood")
+		f := runFlood(dir)
+		fl = &f
+	}
+
+	rep := report{opts: o, load0: load0, load1: loadavg(), notes: r.notes, bareName: bareName, flood: fl}
 	for _, pt := range closed {
 		rep.closed = append(rep.closed, summarize(pt.name, closedRes[pt.name]))
 	}

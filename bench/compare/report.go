@@ -64,6 +64,7 @@ type report struct {
 	notes        []string
 	bareName     string
 	closed, open []summary
+	flood        *flood
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -111,6 +112,9 @@ func (r report) markdown() string {
 			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), errCell(s))
 		}
 		b.WriteString("\n")
+	}
+	if r.flood != nil {
+		b.WriteString(r.flood.markdown() + "\n")
 	}
 	fmt.Fprintf(&b, "Chart: chart.svg (closed-loop req/s per path).\n")
 	return b.String()
