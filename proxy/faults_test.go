@@ -126,6 +126,17 @@ func TestMaxInflightRefusesPastTheBound(t *testing.T) {
 	if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
 		t.Errorf("third delivery: %d Retry-After %q, want 503 with Retry-After", got.Status, got.Header.Get("Retry-After"))
 	}
+	// A flood of refusals is counted whole but logged at most once a
+	// second: it must not become a flood of log lines.
+	const flood = 200
+	for i := range flood {
+		if r := proxytest.Post(t, px.URL+"/hooks/shop", fmt.Sprintf(`{"id":"flood%d"}`, i)); r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("flood %d: %d", i, r.Status)
+		}
+	}
+	if lines := strings.Count(px.Logs.String(), `"outcome":"overloaded"`); lines < 1 || lines > 3 {
+		t.Errorf("%d refusals logged in %d lines, want 1 to 3:\n%s", flood+1, lines, px.Logs.String())
+	}
 	// Pass-through is not bounded by it.
 	if r := proxytest.Post(t, px.URL+"/elsewhere", `{}`); r.Status != 200 {
 		t.Errorf("pass-through while full: %d", r.Status)
@@ -135,8 +146,8 @@ func TestMaxInflightRefusesPastTheBound(t *testing.T) {
 	if site.Executions("third") != 0 {
 		t.Fatal("the refused delivery reached the site")
 	}
-	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "overloaded"); n != 1 {
-		t.Errorf("overloaded counted %v, want 1", n)
+	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "overloaded"); n != flood+1 {
+		t.Errorf("overloaded counted %v, want %d", n, flood+1)
 	}
 	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"third"}`); r.Status != 200 || site.Executions("third") != 1 {
 		t.Errorf("after the others finished: %d, executions %d", r.Status, site.Executions("third"))

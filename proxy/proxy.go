@@ -73,6 +73,7 @@ type Proxy struct {
 	replica  string
 	waiters  waiters
 	held     atomic.Int64 // requests on senders' paths being handled (max_inflight)
+	refused  refusals     // refusals past max_inflight, for the log
 
 	// abortCtx is cancelled when a shutdown stops waiting for forwards;
 	// every forward runs under it instead of under the sender's request.
@@ -176,7 +177,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
 		p.held.Add(-1)
 		p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
-		p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable, "max_inflight", c.MaxInflight)
+		if n := p.refused.note(time.Now()); n > 0 {
+			p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
+				"max_inflight", c.MaxInflight, "refused", n)
+		}
 		answerOverloaded(w)
 		return
 	}
@@ -190,6 +194,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.serve()
 }
+
+// refusals counts requests refused past max_inflight for the log, which
+// gets at most one line a second (the metric counts every one): a flood
+// must not become a flood of log lines.
+type refusals struct {
+	mu      sync.Mutex
+	next    time.Time // when the next line may be written
+	pending int64     // refused since the last line
+}
+
+// note counts one refusal and answers how many the log line to write now
+// covers, or 0 for no line.
+func (r *refusals) note(now time.Time) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending++
+	if now.Before(r.next) {
+		return 0
+	}
+	n := r.pending
+	r.pending, r.next = 0, now.Add(time.Second)
+	return n
+}
+
 func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

@@ -3,7 +3,7 @@
 // httputil.ReverseProxy, nginx proxy_pass, and, for the stores, the same
 // INSERT-then-UPDATE pair sent straight to PostgreSQL.
 //
-//	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-out bench/compare/results]
+//	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-open-duration 10s] [-out bench/compare/results]
 //	    [-only REGEXP] [-cpuprofile FILE] [-memprofile FILE]
 //
 // Everything listens on 127.0.0.1 and runs on this machine: the load
@@ -37,6 +37,7 @@ type options struct {
 	rounds   int
 	conns    int
 	rate     float64
+	openDur  time.Duration // measured time of each open-loop path per round
 	out      string
 	only     *regexp.Regexp // measure only the paths whose name matches
 	cpuprof  string         // write a CPU profile of the measured runs here
@@ -51,6 +52,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds, in ABBA order; figures are medians over rounds")
 	fs.IntVar(&o.conns, "conns", 32, "closed-loop connections")
 	fs.Float64Var(&o.rate, "rate", 200, "open-loop requests per second")
+	fs.DurationVar(&o.openDur, "open-duration", 10*time.Second, "measured time of each open-loop path in each round (its p99 needs a few thousand requests)")
 	fs.StringVar(&o.out, "out", "bench/compare/results", "folder for results.md and chart.svg")
 	only := fs.String("only", "", "measure only the paths whose name matches this regular expression (results are then not written)")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (load generator and site included) to this file")
@@ -76,6 +78,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		return o, errors.New("-conns must be at least 1")
 	case o.rate <= 0:
 		return o, errors.New("-rate must be positive")
+	case o.openDur <= 0:
+		return o, errors.New("-open-duration must be positive")
 	}
 	return o, nil
 }

@@ -13,7 +13,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.duration != 5*time.Second || o.rounds != 2 || o.conns != 32 || o.rate != 200 || o.out != "bench/compare/results" {
+	if o.duration != 5*time.Second || o.rounds != 2 || o.conns != 32 || o.rate != 200 || o.openDur != 10*time.Second || o.out != "bench/compare/results" {
 		t.Errorf("defaults = %+v", o)
 	}
 	o, err = parseFlags([]string{"-duration", "3s", "-rounds", "4", "-conns", "8", "-rate", "50", "-out", "x"}, io.Discard)
@@ -30,7 +30,7 @@ func TestParseFlags(t *testing.T) {
 	if o.only == nil || !o.only.MatchString("hookonce new events, PostgreSQL") || o.only.MatchString("hookonce pass-through") || o.cpuprof != "cpu.out" || o.memprof != "mem.out" {
 		t.Errorf("parsed = %+v", o)
 	}
-	for _, bad := range [][]string{{"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"extra"}, {"-nope"}} {
+	for _, bad := range [][]string{{"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"-open-duration", "0s"}, {"extra"}, {"-nope"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

@@ -367,7 +367,7 @@ func run(o options) error {
 	for round := range o.rounds {
 		for _, pt := range abba(open, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d open loop %.0f/s: %s\n", round+1, o.rounds, o.rate, pt.name)
-			openRes[pt.name] = append(openRes[pt.name], openLoop(o.rate, o.duration, pt.op, pt.servers))
+			openRes[pt.name] = append(openRes[pt.name], openLoop(o.rate, o.openDur, pt.op, pt.servers))
 		}
 	}
 

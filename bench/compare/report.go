@@ -106,7 +106,7 @@ func (r report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\n¹ user+system CPU time of the whole Go process (getrusage) over the run divided by requests answered: it includes the load generator and the in-process site, so it is an upper bound on what the proxy itself costs. ² CPU time of the external server processes (nginx master and workers, postgres and its backends, redis-server) from /proc, divided by requests; for real pgbench, the first column is pgbench's own CPU (a child process) and the server's is not counted (its backends exit with pgbench).\n\n")
 	if len(r.open) > 0 {
-		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, latency from when each request was due.\n\n", o.rate, o.duration)
+		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, latency from when each request was due.\n\n", o.rate, o.openDur)
 		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | errors |\n|---|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.open {
 			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), errCell(s))
