@@ -192,6 +192,57 @@ func TestConcurrentClaimsOfOneKeyOneWinner(t *testing.T) {
 	}
 }
 
+// A batch stuck on a row lock does not hold up claims of other keys: once
+// no batch has been sent for a moment, the next claim starts another
+// flusher.
+func TestStalledBatchDoesNotBlockOthers(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	s := mustNew(t, dsn)
+	ctx := ctxFor(t, 30*time.Second)
+	// Another session inserts "locked" and keeps its transaction open: a
+	// claim of that key waits on it.
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
+		VALUES ('s', 'locked', 'done', 'h', now(), now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, claimReq("locked", "h"))
+		stuck <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // its batch is at the server, waiting
+	start := time.Now()
+	free := claimReq("free", "h")
+	res, err := s.Claim(ctxFor(t, 3*time.Second), free)
+	if err != nil || res.Outcome != dedupe.Claimed {
+		t.Fatalf("claim of a free key behind a stalled batch: %v %v after %s", res.Outcome, err, time.Since(start))
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("claim of a free key took %s behind a stalled batch", took)
+	}
+	select {
+	case err := <-stuck:
+		t.Fatalf("the claim of the locked key returned before the lock was released: %v", err)
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stuck; err != nil {
+		t.Errorf("claim of the formerly locked key: %v", err)
+	}
+}
+
 // A statement the server refuses aborts its batch's transaction: nothing
 // of the batch is written, every claim of it is tried again alone, and only
 // the bad one fails (and not as an outage).
