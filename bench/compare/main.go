@@ -40,6 +40,20 @@ senders:
     key: [ { header: X-Event-Id } ]
 `
 
+// Names of the paths the targets (report.go) are judged on.
+const (
+	nameDirect      = "direct to the site"
+	nameBare        = "bare httputil.ReverseProxy"
+	namePass        = "hookonce pass-through"
+	nameNewSQLite   = "hookonce new events, SQLite"
+	nameStoreSQLite = "store only (Claim+Complete, no HTTP), SQLite"
+	nameDup         = "hookonce duplicates, SQLite (replay cache)"
+	nameNewPG       = "hookonce new events, PostgreSQL"
+	nameStorePG     = "store only (Claim+Complete, no HTTP), PostgreSQL"
+	namePgbench     = "reference: same pair, real pgbench -c %d -j 2"
+	namePgbenchRate = "reference: same pair, real pgbench -R %.0f"
+)
+
 const (
 	hookPath = "/hooks/shop"
 	passPath = "/other/callback" // no sender names it
@@ -67,8 +81,9 @@ type path struct {
 	op      op
 	servers func() time.Duration // CPU time of its external servers
 	// external, when set, measures the path with a load generator of its
-	// own (real pgbench) instead of op.
-	external func(d time.Duration) sample
+	// own (real pgbench) instead of op: closed loop with rate 0, else
+	// open loop at rate.
+	external func(rate float64, d time.Duration) sample
 }
 
 // body returns a ~1 KB JSON webhook; variant changes its content (a
@@ -181,7 +196,7 @@ func run(o options) error {
 	r.defer_(site.stop)
 	siteURL, _ := url.Parse(site.URL)
 	var closed []path
-	closed = append(closed, path{"direct to the site", func(ctx context.Context, i int64) error {
+	closed = append(closed, path{nameDirect, func(ctx context.Context, i int64) error {
 		return p.post(ctx, site.URL+hookPath, "d"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
 	}, noServers, nil})
 
@@ -196,7 +211,7 @@ func run(o options) error {
 		return err
 	}
 	r.defer_(bare.stop)
-	const bareName = "bare httputil.ReverseProxy"
+	const bareName = nameBare
 	closed = append(closed, path{bareName, func(ctx context.Context, i int64) error {
 		return p.post(ctx, bare.URL+hookPath, "b"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
 	}, noServers, nil})
@@ -225,15 +240,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	closed = append(closed, path{"hookonce pass-through", func(ctx context.Context, i int64) error {
+	closed = append(closed, path{namePass, func(ctx context.Context, i int64) error {
 		return p.post(ctx, hoSQ+passPath, "p"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
 	}, noServers, nil})
-	closed = append(closed, path{"hookonce new events, SQLite", newEvents(p, hoSQ+hookPath, "new-"), noServers, nil})
-	closed = append(closed, path{"store only (Claim+Complete, no HTTP), SQLite", storeOnly(sq), noServers, nil})
+	closed = append(closed, path{nameNewSQLite, newEvents(p, hoSQ+hookPath, "new-"), noServers, nil})
+	closed = append(closed, path{nameStoreSQLite, storeOnly(sq), noServers, nil})
 	if err := seed(p, hoSQ+hookPath, "dup-"); err != nil {
 		return err
 	}
-	closed = append(closed, path{"hookonce duplicates, SQLite (replay cache)", func(ctx context.Context, i int64) error {
+	closed = append(closed, path{nameDup, func(ctx context.Context, i int64) error {
 		return p.post(ctx, hoSQ+hookPath, "dup-"+strconv.FormatInt(i%seedKeys, 10), bodyA, wantReplay(true))
 	}, noServers, nil})
 	if err := seed(p, hoSQ+hookPath, "mix-"); err != nil {
@@ -272,9 +287,9 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		pgNew := path{"hookonce new events, PostgreSQL", newEvents(p, hoPG+hookPath, "new-"), pgCPU, nil}
+		pgNew := path{nameNewPG, newEvents(p, hoPG+hookPath, "new-"), pgCPU, nil}
 		closed = append(closed, pgNew)
-		closed = append(closed, path{"store only (Claim+Complete, no HTTP), PostgreSQL", storeOnly(pg), pgCPU, nil})
+		closed = append(closed, path{nameStorePG, storeOnly(pg), pgCPU, nil})
 		pair, err := pgxpool.New(ctx, dsn+pool)
 		if err != nil {
 			return err
@@ -297,10 +312,11 @@ func run(o options) error {
 			if pb, err := pgbenchBin(bin); err != nil {
 				r.notes = append(r.notes, "pgbench: not measured ("+err.Error()+")")
 			} else {
-				closed = append(closed, path{name: fmt.Sprintf("reference: same pair, real pgbench -c %d -j 2", o.conns),
-					external: func(d time.Duration) sample {
-						return runPgbench(pb, dir, srv.Port(), "compare", o.conns, d)
-					}})
+				pgb := func(rate float64, d time.Duration) sample {
+					return runPgbench(pb, dir, srv.Port(), "compare", o.conns, rate, d)
+				}
+				closed = append(closed, path{name: fmt.Sprintf(namePgbench, o.conns), external: pgb})
+				open = append(open, path{name: fmt.Sprintf(namePgbenchRate, o.rate), external: pgb})
 				r.notes = append(r.notes, "pgbench: "+cmdVersion(pb, "--version")+", custom script (the same INSERT then UPDATE, each its own transaction), -T rounded to whole seconds, no warm-up; latencies from its per-transaction log")
 			}
 		}
@@ -357,7 +373,7 @@ func run(o options) error {
 			fmt.Fprintf(os.Stderr, "round %d/%d closed loop: %s\n", round+1, o.rounds, pt.name)
 			var s sample
 			if pt.external != nil {
-				s = pt.external(o.duration)
+				s = pt.external(0, o.duration)
 			} else {
 				s = closedLoop(o.conns, warm, o.duration, pt.op, pt.servers)
 			}
@@ -367,6 +383,10 @@ func run(o options) error {
 	for round := range o.rounds {
 		for _, pt := range abba(open, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d open loop %.0f/s: %s\n", round+1, o.rounds, o.rate, pt.name)
+			if pt.external != nil {
+				openRes[pt.name] = append(openRes[pt.name], pt.external(o.rate, o.openDur))
+				continue
+			}
 			openRes[pt.name] = append(openRes[pt.name], openLoop(o.rate, o.openDur, pt.op, pt.servers))
 		}
 	}

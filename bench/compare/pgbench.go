@@ -40,9 +40,11 @@ var tpsRe = regexp.MustCompile(`tps = ([0-9.]+)`)
 
 // runPgbench runs real pgbench with the pair script: conns clients, 2
 // threads, for d (whole seconds, at least 1), and reads every pair's
-// latency from its per-transaction log. Its own CPU time (a child of this
-// process) counts as load-generator CPU.
-func runPgbench(bin, dir string, port int, db string, conns int, d time.Duration) sample {
+// latency from its per-transaction log. With rate > 0 it is an open loop
+// (-R: that many pairs a second, latency counted from when each was due,
+// as pgbench does under -R). Its own CPU time (a child of this process)
+// counts as load-generator CPU.
+func runPgbench(bin, dir string, port int, db string, conns int, rate float64, d time.Duration) sample {
 	secs := max(int((d+time.Second/2)/time.Second), 1)
 	script := filepath.Join(dir, "pair.sql")
 	logs := filepath.Join(dir, fmt.Sprintf("log-%d", time.Now().UnixNano()))
@@ -53,9 +55,13 @@ func runPgbench(bin, dir string, port int, db string, conns int, d time.Duration
 	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
 		return sample{Errors: 1, FirstErr: err.Error()}
 	}
-	cmd := exec.Command(bin, "-n", "-c", strconv.Itoa(conns), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
-		"-l", "--log-prefix="+filepath.Join(logs, "pgb"),
-		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres", db)
+	args := []string{"-n", "-c", strconv.Itoa(conns), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
+		"-l", "--log-prefix=" + filepath.Join(logs, "pgb"),
+		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres"}
+	if rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(rate, 'f', -1, 64))
+	}
+	cmd := exec.Command(bin, append(args, db)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The server's CPU is not counted: pgbench's backends exit with it,
 	// before /proc could be read.

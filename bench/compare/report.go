@@ -116,6 +116,7 @@ func (r report) markdown() string {
 	if r.flood != nil {
 		b.WriteString(r.flood.markdown() + "\n")
 	}
+	b.WriteString(r.targets())
 	fmt.Fprintf(&b, "Chart: chart.svg (closed-loop req/s per path).\n")
 	return b.String()
 }
@@ -157,6 +158,8 @@ func (r report) svg() string {
 		switch {
 		case strings.HasPrefix(s.name, "hookonce"):
 			color = "#d9822b"
+		case strings.HasPrefix(s.name, "store only"):
+			color = "#f0b27a"
 		case strings.HasPrefix(s.name, "reference"):
 			color = "#7a7a7a"
 		}
@@ -199,4 +202,61 @@ func cmdVersion(name string, args ...string) string {
 		return name + " (version unknown)"
 	}
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
+
+func find(ss []summary, name string) (summary, bool) {
+	for _, s := range ss {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return summary{}, false
+}
+
+// targets judges this run's figures against the performance targets
+// (README, "Measured performance"); a target whose paths were not measured
+// is left out.
+func (r report) targets() string {
+	var rows []string
+	row := func(target, measured string, met bool) {
+		mark := "not met"
+		if met {
+			mark = "met"
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s |", target, measured, mark))
+	}
+	bare, okBare := find(r.closed, nameBare)
+	pgb, okPgb := find(r.closed, fmt.Sprintf(namePgbench, r.opts.conns))
+	if n, ok := find(r.closed, nameNewPG); ok && okPgb {
+		row("new events, PostgreSQL ≥ 1.0× pgbench's pair", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
+	}
+	if n, ok := find(r.closed, nameStorePG); ok && okPgb {
+		row("(the same, store only, no HTTP)", fmt.Sprintf("%.0f vs %.0f: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
+	}
+	if n, ok := find(r.closed, nameNewSQLite); ok && okPgb {
+		row("new events, SQLite ≥ pgbench's pair", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
+	}
+	if d, ok := find(r.closed, nameDup); ok && okBare {
+		row("duplicates ≥ 2× the bare proxy", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", d.rps, bare.rps, d.rps/bare.rps), d.rps >= 2*bare.rps)
+	}
+	if p, ok := find(r.closed, namePass); ok && okBare {
+		row("pass-through ≥ 1.0× the bare proxy, CPU/req ≤ its", fmt.Sprintf("%.2f×, %s vs %s", p.rps/bare.rps, us(p.selfCPU), us(bare.selfCPU)),
+			p.rps >= bare.rps && p.selfCPU <= bare.selfCPU)
+	}
+	dir, ok1 := find(r.open, nameDirect)
+	hoo, ok2 := find(r.open, nameNewPG)
+	pair, ok3 := find(r.open, fmt.Sprintf(namePgbenchRate, r.opts.rate))
+	if ok1 && ok2 && ok3 {
+		bound := dir.p99 + pair.p99 + 2*time.Millisecond
+		row(fmt.Sprintf("open loop %.0f/s, PostgreSQL: p99 ≤ direct p99 + pgbench pair p99 + 2 ms", r.opts.rate),
+			fmt.Sprintf("%s ≤ %s + %s + 2 ms = %s", ms(hoo.p99), ms(dir.p99), ms(pair.p99), ms(bound)), hoo.p99 <= bound)
+	}
+	if f := r.flood; f != nil && f.err == nil {
+		row(fmt.Sprintf("peak RSS < 256 MiB, %d × 1 MiB webhooks, max_inflight %d", f.senders, f.inflight),
+			fmt.Sprintf("%.0f MiB", float64(f.peakRSS)/(1<<20)), f.peakRSS < 256<<20)
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return "Targets, judged on this run:\n\n| Target | Measured | |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n\n"
 }
