@@ -184,13 +184,17 @@ func isDialError(err error) bool {
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           newDialer().DialContext,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+func newDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 }
 
 // copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
@@ -277,13 +281,19 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 	// A webhook forward never goes out on a pooled connection: the site may
 	// be closing it at that very moment (an idle timeout), and a request
 	// written into a dying connection cannot be told from one the handler
-	// ran. A fresh connection per delivery leaves only real ambiguity; on
-	// loopback it costs a few tens of microseconds.
+	// ran. A fresh connection per delivery leaves only real ambiguity. To
+	// an http:// site it is oneShot's (one connection, one request, no
+	// transport machinery); to an https:// one, the transport's with
+	// keep-alives off.
 	ct := t
 	if ht, ok := t.(*http.Transport); ok {
-		ht = ht.Clone()
-		ht.DisableKeepAlives = true
-		ct = ht
+		if upstream.Scheme == "http" {
+			ct = &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+		} else {
+			ht = ht.Clone()
+			ht.DisableKeepAlives = true
+			ct = ht
+		}
 	}
 	capt = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
