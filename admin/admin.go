@@ -322,7 +322,7 @@ func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "forget", err)
 		return
 	}
-	h.log.Info("admin: record released", "sender", sender, "key", key)
+	h.log.Info("admin: record forgotten (deleted with its history)", "sender", sender, "key", key)
 	w.WriteHeader(http.StatusNoContent)
 }
 

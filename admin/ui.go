@@ -345,7 +345,7 @@ func (h *Handler) uiStoreError(w http.ResponseWriter, op string, err error) {
 	switch {
 	case errors.Is(err, dedupe.ErrNotFound):
 		h.render(w, http.StatusNotFound, "error.html", errorPage{Title: "Not found",
-			Message: "No record for this sender and key: it was never claimed, was released, or expired."})
+			Message: "No record for this sender and key: it was never claimed, was deleted, or expired."})
 	default:
 		h.log.Warn("admin: store call failed", "op", op, "err", err)
 		h.render(w, http.StatusServiceUnavailable, "error.html", errorPage{Title: "Store unavailable",

@@ -359,9 +359,18 @@ type Store interface {
 	// batches; records that vanished are skipped silently.
 	AddHits(ctx context.Context, hits []Hit) error
 
-	// Forget removes a record whatever its state or owner (the operator's
-	// release); ErrNotFound if there is none. A proxy still forwarding under
-	// the removed claim gets ErrNotOwner on its next write.
+	// Free is the operator's release: whatever its state or owner, the
+	// record becomes StateReleased (owner and lease cleared, stored answer
+	// dropped; payload hash, kept request and attempts kept, att appended),
+	// so the next delivery claims it as new and, if none comes, it stays
+	// visible with its history. It answers the state the record was in, or
+	// ErrNotFound if there is none. A proxy still forwarding under the freed
+	// claim gets ErrNotOwner on its next write.
+	Free(ctx context.Context, sender, key string, att Attempt) (State, error)
+
+	// Forget removes a record whatever its state or owner, history and
+	// all; ErrNotFound if there is none. A proxy still forwarding under the
+	// removed claim gets ErrNotOwner on its next write.
 	Forget(ctx context.Context, sender, key string) error
 
 	// Purge removes records (and conflicts) as PurgeRequest says and

@@ -34,6 +34,9 @@ func (readOnly) Renew(context.Context, string, string, string, time.Duration) er
 func (readOnly) RecordConflict(context.Context, Conflict) error { return refuse("record conflict") }
 func (readOnly) AddHits(context.Context, []Hit) error           { return refuse("add hits") }
 func (readOnly) Forget(context.Context, string, string) error   { return refuse("forget") }
+func (readOnly) Free(context.Context, string, string, Attempt) (State, error) {
+	return "", refuse("free")
+}
 func (readOnly) Purge(context.Context, PurgeRequest) (int, error) {
 	return 0, refuse("purge")
 }

@@ -133,8 +133,9 @@ type Redelivery struct {
 // normal claim path (fresh owner, lease, heartbeat, success rule, stored
 // answer), recorded as an attempt by the operator. The signature is not
 // checked again: it was when the request arrived, and a signed timestamp
-// may have gone stale since. A done event is refused unless force, which
-// removes the record first and is logged.
+// may have gone stale since. A done event is refused unless force. A held
+// (or, forced, a done) record is first freed (Store.Free: released, its
+// attempts kept, the operator's appended), which is logged.
 func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (Redelivery, error) {
 	c := p.contract.Load()
 	s := c.Sender(sender)
@@ -156,8 +157,9 @@ func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (
 		fallthrough
 	case dedupe.StateUnknown:
 		// The operator decides a held (or, forced, a done) event runs again.
-		p.log.Warn("operator redelivery: removing the record first", "sender", sender, "key", key, "state", rec.State, "force", force)
-		if err := p.store.Forget(ctx, sender, key); err != nil && !errors.Is(err, dedupe.ErrNotFound) {
+		p.log.Warn("operator redelivery: releasing the record first", "sender", sender, "key", key, "state", rec.State, "force", force)
+		att := dedupe.Attempt{At: time.Now(), By: dedupe.AttemptByOperator, Outcome: OutcomeReleased, Replica: p.replica}
+		if _, err := p.store.Free(ctx, sender, key, att); err != nil && !errors.Is(err, dedupe.ErrNotFound) {
 			return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, err)
 		}
 	case dedupe.StateProcessing:

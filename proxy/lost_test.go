@@ -104,11 +104,29 @@ func TestEventThatNeverCompleted(t *testing.T) {
 	if _, err := px.Proxy.Redeliver(ctx, "shop", "lost-1", false); !errors.Is(err, proxy.ErrDone) {
 		t.Fatalf("redeliver done = %v, want ErrDone", err)
 	}
+	hist, err := get(t, store, "shop", "lost-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res, err := px.Proxy.Redeliver(ctx, "shop", "lost-1", true); err != nil || res.Outcome != "processed" {
 		t.Fatalf("forced = %+v %v", res, err)
 	}
 	if n := site.Executions("lost-1") - before; n != 2 {
 		t.Fatalf("forced redelivery: %d executions since the site came back, want 2", n)
+	}
+	// The history survives the forced run: every earlier attempt, the
+	// operator's release and the run itself.
+	rec, err = get(t, store, "shop", "lost-1")
+	if err != nil || rec.State != dedupe.StateDone || len(rec.Attempts) != len(hist.Attempts)+2 {
+		t.Fatalf("after the forced run: %+v %v, want done with %d attempts", rec, err, len(hist.Attempts)+2)
+	}
+	for i, a := range hist.Attempts {
+		if rec.Attempts[i].Outcome != a.Outcome || !rec.Attempts[i].At.Equal(a.At) {
+			t.Fatalf("attempt %d changed: %+v, was %+v", i, rec.Attempts[i], a)
+		}
+	}
+	if a := rec.Attempts[len(hist.Attempts)]; a.By != dedupe.AttemptByOperator || a.Outcome != "released" {
+		t.Fatalf("operator's release attempt = %+v", a)
 	}
 }
 

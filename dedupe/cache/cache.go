@@ -4,7 +4,7 @@
 //
 // A done record never changes until it expires or an operator removes it,
 // so serving it from memory is safe for as long as no removal is missed.
-// Removals through this process (Release, Forget, Purge, Hold) evict at
+// Removals through this process (Release, Free, Forget, Purge, Hold) evict at
 // once; a removal by another replica is seen when the entry's TTL ends,
 // which is why the TTL is short. The package imports only dedupe.
 package cache
@@ -106,6 +106,11 @@ func (c *Store) Release(ctx context.Context, sender, key, owner string, att dedu
 func (c *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
 	c.evict(sender, key)
 	return c.Store.Hold(ctx, sender, key, owner, att)
+}
+
+func (c *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	c.evict(sender, key)
+	return c.Store.Free(ctx, sender, key, att)
 }
 
 func (c *Store) Forget(ctx context.Context, sender, key string) error {

@@ -136,6 +136,7 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"Hits", testHits},
 		{"ListAndConflicts", testListAndConflicts},
 		{"Forget", testForget},
+		{"FreeKeepsHistory", testFreeKeepsHistory},
 		{"Purge", testPurge},
 		{"RequestBodyKept", testRequestBodyKept},
 		{"TruncatedAndEmpty", testTruncatedAndEmpty},
@@ -589,6 +590,76 @@ func testForget(t *testing.T, s dedupe.Store, sender string) {
 		t.Fatalf("Complete after Forget: err = %v, want ErrNotOwner", err)
 	}
 	mustNotFound(t, s, sender, "evt")
+}
+
+// Free releases a record in any state for the operator: it stays, released,
+// with its hash, request and attempts (the operator's appended), and the
+// next delivery claims it as new; a proxy still holding the freed claim is
+// fenced out.
+func testFreeKeepsHistory(t *testing.T, s dedupe.Store, sender string) {
+	ctx := ctxT(t)
+	if _, err := s.Free(ctx, sender, "none", att("released")); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Fatalf("Free of no record: %v, want ErrNotFound", err)
+	}
+	body := []byte(`{"id":"evt"}`)
+	head := &dedupe.StoredRequest{Method: "POST", URI: "/hooks/x", Header: http.Header{"X-A": {"1"}}}
+	// held: unknown after an ambiguous outcome
+	o := owner()
+	r := req(sender, "held", "h1", o)
+	r.RequestBody, r.Request = body, head
+	mustClaim(t, s, r, dedupe.Claimed)
+	held := att("ambiguous")
+	if err := s.Hold(ctx, sender, "held", o, held); err != nil {
+		t.Fatal(err)
+	}
+	// done, and processing under a live lease
+	od := owner()
+	mustClaim(t, s, req(sender, "done", "h1", od), dedupe.Claimed)
+	if err := s.Complete(ctx, sender, "done", od, sampleResponse(), att("processed")); err != nil {
+		t.Fatal(err)
+	}
+	op := owner()
+	mustClaim(t, s, req(sender, "busy", "h1", op), dedupe.Claimed)
+
+	for _, tt := range []struct {
+		key  string
+		was  dedupe.State
+		hist int
+	}{{"held", dedupe.StateUnknown, 1}, {"done", dedupe.StateDone, 1}, {"busy", dedupe.StateProcessing, 0}} {
+		freed := att("released")
+		freed.By = dedupe.AttemptByOperator
+		was, err := s.Free(ctx, sender, tt.key, freed)
+		if err != nil || was != tt.was {
+			t.Fatalf("Free(%s) = %v, %v; want was %v", tt.key, was, err, tt.was)
+		}
+		rec := mustGet(t, s, sender, tt.key)
+		if rec.State != dedupe.StateReleased || rec.Owner != "" || rec.PayloadHash != "h1" || rec.Response != nil ||
+			len(rec.Attempts) != tt.hist+1 {
+			t.Fatalf("freed %s = %+v, want released, no owner, hash h1, no answer, %d attempts", tt.key, rec, tt.hist+1)
+		}
+		sameAttempt(t, rec.Attempts[len(rec.Attempts)-1], freed)
+	}
+	rec := mustGet(t, s, sender, "held")
+	sameAttempt(t, rec.Attempts[0], held)
+	if string(rec.RequestBody) != string(body) || rec.Request == nil || rec.Request.URI != "/hooks/x" {
+		t.Fatalf("freed record lost its request: %q %+v", rec.RequestBody, rec.Request)
+	}
+	// The proxy that held "busy" is fenced out.
+	if err := s.Complete(ctx, sender, "busy", op, sampleResponse(), att("processed")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Complete by the freed owner: %v, want ErrNotOwner", err)
+	}
+	// The next delivery claims it as new, history kept.
+	o2 := owner()
+	res := mustClaim(t, s, req(sender, "held", "h1", o2), dedupe.Claimed)
+	if res.Record.Owner != o2 {
+		t.Fatalf("re-claim owner %q", res.Record.Owner)
+	}
+	if err := s.Complete(ctx, sender, "held", o2, sampleResponse(), att("processed")); err != nil {
+		t.Fatal(err)
+	}
+	if rec := mustGet(t, s, sender, "held"); rec.State != dedupe.StateDone || len(rec.Attempts) != 3 {
+		t.Fatalf("after the retry: %+v, want done with 3 attempts", rec)
+	}
 }
 
 func testPurge(t *testing.T, s dedupe.Store, sender string) {

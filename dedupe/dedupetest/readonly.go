@@ -65,6 +65,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 		ctx := ctxT(t)
 		_, claimErr := ro.Claim(ctx, req(sender, "new", "h", owner()))
 		_, purgeErr := ro.Purge(ctx, dedupe.PurgeRequest{ReceivedBefore: time.Now().Add(time.Hour)})
+		_, freeErr := ro.Free(ctx, sender, "done", att("released"))
 		errs := map[string]error{
 			"Claim":          claimErr,
 			"Complete":       ro.Complete(ctx, sender, "done", done, dedupe.Response{Status: 500}, att("complete")),
@@ -74,6 +75,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 			"RecordConflict": ro.RecordConflict(ctx, dedupe.Conflict{Sender: sender, Key: "done", StoredHash: "h1", ReceivedHash: "x"}),
 			"AddHits":        ro.AddHits(ctx, []dedupe.Hit{{Sender: sender, Key: "done", N: 5}}),
 			"Forget":         ro.Forget(ctx, sender, "done"),
+			"Free":           freeErr,
 			"Purge":          purgeErr,
 			"Probe":          ro.Probe(ctx),
 		}

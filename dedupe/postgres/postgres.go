@@ -736,6 +736,32 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 	return out, nil
 }
 
+// Free implements dedupe.Store: one statement, which locks the row, reads
+// the state it had and releases it.
+func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	a, err := encodeAttempt(att)
+	if err != nil {
+		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, err)
+	}
+	var was string
+	err = s.pool.QueryRow(ctx, `
+		WITH old AS (
+			SELECT state FROM hookonce_records WHERE sender = $1 AND key = $2 FOR UPDATE
+		)
+		UPDATE hookonce_records r SET state = 'released', owner = NULL, lease_until = NULL,
+			completed_at = NULL, resp_status = NULL, resp_headers = NULL, resp_body = NULL,
+			resp_truncated = false, attempts = `+appendAttempt("$3")+`
+		FROM old WHERE r.sender = $1 AND r.key = $2
+		RETURNING old.state`, sender, key, a).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return "", fail("free "+sender+"/"+key, err)
+	}
+	return dedupe.State(was), nil
+}
+
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)

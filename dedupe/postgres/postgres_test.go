@@ -86,6 +86,9 @@ func (p twoPools) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	return p.pick().RecordConflict(ctx, c)
 }
 func (p twoPools) AddHits(ctx context.Context, h []dedupe.Hit) error { return p.pick().AddHits(ctx, h) }
+func (p twoPools) Free(ctx context.Context, s, k string, a dedupe.Attempt) (dedupe.State, error) {
+	return p.pick().Free(ctx, s, k, a)
+}
 func (p twoPools) Get(ctx context.Context, s, k string) (dedupe.Record, error) {
 	return p.pick().Get(ctx, s, k)
 }

@@ -77,6 +77,8 @@ var (
 	hitsLua string
 	//go:embed lua/conflict.lua
 	conflictLua string
+	//go:embed lua/free.lua
+	freeLua string
 
 	claimScript    = goredis.NewScript(claimLua)
 	finishScript   = goredis.NewScript(finishLua)
@@ -84,6 +86,7 @@ var (
 	removeScript   = goredis.NewScript(removeLua)
 	hitsScript     = goredis.NewScript(hitsLua)
 	conflictScript = goredis.NewScript(conflictLua)
+	freeScript     = goredis.NewScript(freeLua)
 )
 
 const (
@@ -436,6 +439,26 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 		return fmt.Errorf("renew %s/%s: %w", sender, key, dedupe.ErrNotOwner)
 	}
 	return nil
+}
+
+// Free implements dedupe.Store (lua/free.lua).
+func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	if err := ctx.Err(); err != nil {
+		return "", unavailable("free", err)
+	}
+	line, err := encodeAttempt(att)
+	if err != nil {
+		return "", fmt.Errorf("free %s/%s: encode attempt: %w", sender, key, err)
+	}
+	r := newRef(sender, key)
+	was, err := freeScript.Run(ctx, s.client, s.keys(r, 1), r.args(line, dedupe.MaxAttempts)...).Text()
+	if errors.Is(err, goredis.Nil) {
+		return "", fmt.Errorf("free %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return "", unavailable(fmt.Sprintf("free %s/%s", sender, key), err)
+	}
+	return dedupe.State(was), nil
 }
 
 // Forget implements dedupe.Store (lua/remove.lua, mode forget).

@@ -635,6 +635,33 @@ func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedu
 	return out, nil
 }
 
+// Free implements dedupe.Store, as an item of a group commit.
+func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	op := "free " + sender + "/" + key
+	var was dedupe.State
+	err := s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		var state string
+		var raw []byte
+		err := s.ws.queryRow(ctx, tx, qSelectStateAttempts, sender, key).Scan(&state, &raw)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w", op, dedupe.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		attempts, err := appendAttempt(raw, att)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if _, err := s.ws.exec(ctx, tx, qFree, attempts, sender, key); err != nil {
+			return unavailable(op, err)
+		}
+		was = dedupe.State(state)
+		return nil
+	})
+	return was, err
+}
+
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE sender = ? AND key = ?`, sender, key)

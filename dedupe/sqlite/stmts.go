@@ -43,14 +43,18 @@ const (
 	qRenew          = `UPDATE records SET lease_until = ?` + ownerClause
 	qInsertConflict = `INSERT INTO conflicts
 			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	qAddHits           = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
+	qAddHits             = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
+	qSelectStateAttempts = `SELECT state, attempts FROM records WHERE sender = ? AND key = ?`
+	qFree                = `UPDATE records SET state = 'released', owner = '', lease_until = 0, completed_at = 0,
+			status = 0, headers = NULL, body = NULL, truncated = 0, attempts = ? WHERE sender = ? AND key = ?`
 	qSavepoint         = `SAVEPOINT item`
 	qRollbackSavepoint = `ROLLBACK TO item`
 	qReleaseSavepoint  = `RELEASE item`
 )
 
 var writerQueries = []string{qSelectRecord, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
-	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint}
+	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint,
+	qSelectStateAttempts, qFree}
 
 var readerQueries = []string{qSelectRecord}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -96,7 +97,7 @@ func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 func releaseCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "release",
-		Usage:     "free a stuck claim (processing or unknown) so the next delivery runs the site's handler",
+		Usage:     "free a stuck claim (processing or unknown) so the next delivery runs the site's handler; the record stays, released, with its history",
 		ArgsUsage: "SENDER KEY",
 		Flags:     []cli.Flag{storeFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
@@ -105,12 +106,11 @@ func releaseCommand() *cli.Command {
 			}
 			sender, key := c.Args().Get(0), c.Args().Get(1)
 			return withStore(c, readWrite, func(ctx context.Context, s dedupe.Store) error {
-				// Read first only to say what was released; Forget decides.
-				rec, err := s.Get(ctx, sender, key)
-				if err != nil && !errors.Is(err, dedupe.ErrNotFound) {
-					return cli.Exit(err.Error(), exitRuntime)
-				}
-				err = s.Forget(ctx, sender, key)
+				// The record stays, released, with its attempts and the
+				// operator's: an event whose sender has given up is still
+				// listed as unretried, not gone.
+				was, err := s.Free(ctx, sender, key, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptByOperator,
+					Outcome: "released", Replica: cliReplica()})
 				if errors.Is(err, dedupe.ErrNotFound) {
 					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
 				}
@@ -118,16 +118,23 @@ func releaseCommand() *cli.Command {
 					return cli.Exit(err.Error(), exitRuntime)
 				}
 				if c.Bool("json") {
-					return printJSON(c.App.Writer, map[string]any{"sender": sender, "key": key, "released": true, "state": rec.State})
+					return printJSON(c.App.Writer, map[string]any{"sender": sender, "key": key, "released": true, "state": was})
 				}
-				fmt.Fprintf(c.App.Writer, "released %s/%s (was %s)\n", sender, key, rec.State)
-				if rec.State == dedupe.StateDone {
+				fmt.Fprintf(c.App.Writer, "released %s/%s (was %s)\n", sender, key, was)
+				if was == dedupe.StateDone {
 					fmt.Fprintln(c.App.ErrWriter, "note: the record was done; the next delivery of this event runs the site's handler again")
 				}
 				return nil
 			})
 		},
 	}
+}
+
+// cliReplica names this command's process in the attempts it records, as
+// serve's replicas are named (host/pid).
+func cliReplica() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 func purgeCommand() *cli.Command {

@@ -274,12 +274,26 @@ func TestReleaseFreesAStuckClaim(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "released shop/"+tt.id+" (was "+string(tt.state)+")") {
 				t.Fatalf("release exit %d: %s %s", code, out, errOut)
 			}
+			// The record stays, released, with its history and the
+			// operator's attempt: if the sender never comes back, the
+			// event is still there to see (unretried), not gone.
+			rec, err := store.Get(context.Background(), "shop", tt.id)
+			if err != nil || rec.State != dedupe.StateReleased || len(rec.Attempts) == 0 {
+				t.Fatalf("after release: %+v %v, want a released record with attempts", rec, err)
+			}
+			if last := rec.LastAttempt(); last.By != dedupe.AttemptByOperator || last.Outcome != "released" {
+				t.Fatalf("last attempt %+v, want the operator's release", last)
+			}
+			kept := len(rec.Attempts)
 			r := proxytest.Post(t, px.URL+"/hooks/shop", body)
 			if r.Status != http.StatusOK || r.Replayed() || site.Executions(tt.id) != before+1 {
 				t.Fatalf("after release: %d replayed=%v executions %d→%d; want processed once", r.Status, r.Replayed(), before, site.Executions(tt.id))
 			}
 			if r := proxytest.Post(t, px.URL+"/hooks/shop", body); !r.Replayed() {
 				t.Fatalf("the delivery after release was not stored: %d", r.Status)
+			}
+			if rec, err := store.Get(context.Background(), "shop", tt.id); err != nil || len(rec.Attempts) != kept+1 {
+				t.Fatalf("after the next delivery: %d attempts, %v; want the %d before it and its own", len(rec.Attempts), err, kept)
 			}
 		})
 	}
