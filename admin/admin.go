@@ -168,6 +168,7 @@ func New(o Options) (*Handler, error) {
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
+	h.routeProfiling()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusNotFound, "Not found", "no such admin route")
 	})
