@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -372,5 +373,54 @@ func TestRenewAfterOwnCompleteIsNotALostClaim(t *testing.T) {
 	// The heartbeat has had its answer by the time it is stopped.
 	if logs := px.Logs.String(); strings.Contains(logs, "claim lost") {
 		t.Fatalf("own completion reported as a lost claim:\n%s", logs)
+	}
+}
+
+// claimCounter counts the Claim calls that reach the store under the
+// replay cache.
+type claimCounter struct {
+	dedupe.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) Claim(ctx context.Context, r dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, r)
+}
+
+// Repeats answered from the replay cache make no store call, and their
+// hits are still counted on the record (batched, off the request path).
+func TestReplayCacheHitsAreCounted(t *testing.T) {
+	under := &claimCounter{Store: newStore(t)}
+	store := cache.New(under, cache.Options{})
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, shopConfig)
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"hot"}`); r.Status != 200 {
+		t.Fatalf("first: %d", r.Status)
+	}
+	claims := under.claims.Load()
+	const repeats = 20
+	for range repeats {
+		if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"hot"}`); !r.Replayed() {
+			t.Fatalf("repeat not replayed: %d", r.Status)
+		}
+	}
+	// The first repeat may still ask the store (it fills the cache).
+	if n := under.claims.Load() - claims; n > 1 {
+		t.Errorf("%d repeats made %d store claims, want at most 1", repeats, n)
+	}
+	if site.Executions("hot") != 1 {
+		t.Fatalf("executions %d", site.Executions("hot"))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := get(t, under, "shop", "hot")
+		if err == nil && rec.Hits == repeats {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hits = %d (%v), want %d", rec.Hits, err, repeats)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
