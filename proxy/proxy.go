@@ -605,7 +605,9 @@ func (d *delivery) forwardClaimed() {
 	ctx = context.WithValue(ctx, captureKey{}, c)
 	ctx = httptrace.WithClientTrace(ctx, c.trace())
 
-	out := d.r.Clone(ctx)
+	// A shallow copy is enough: ReverseProxy clones it (headers included)
+	// before Rewrite touches anything.
+	out := d.r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(d.body))
 	out.ContentLength = int64(len(d.body))
 	out.GetBody = nil // trap 1
