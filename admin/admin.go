@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,8 @@ type Handler struct {
 	csrfKey []byte
 
 	probe writeProbe
+	// replica names this process in the attempts it records (host/pid).
+	replica string
 }
 
 // writeProbe is the last result of Store.Probe, shared by every /readyz.
@@ -155,6 +158,8 @@ func New(o Options) (*Handler, error) {
 	if o.Token != "" {
 		h.token = sha256.Sum256([]byte(o.Token))
 	}
+	host, _ := os.Hostname()
+	h.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
 
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /readyz", h.readyz)
@@ -165,6 +170,7 @@ func New(o Options) (*Handler, error) {
 	h.mux.Handle("GET /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.getEvent)))
 	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.deleteEvent)))
 	h.mux.Handle("POST /v1/redeliver/{sender}/{key...}", h.bearer(http.HandlerFunc(h.redeliver)))
+	h.mux.Handle("POST /v1/release/{sender}/{key...}", h.bearer(http.HandlerFunc(h.releaseEvent)))
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
@@ -325,6 +331,31 @@ func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("admin: record forgotten (deleted with its history)", "sender", sender, "key", key)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// release frees a record for an operator (Store.Free), recorded as the
+// operator's attempt, and logs it.
+func (h *Handler) release(ctx context.Context, sender, key string) (dedupe.State, error) {
+	was, err := h.o.Store.Free(ctx, sender, key, dedupe.Attempt{At: h.o.Now(), By: dedupe.AttemptByOperator,
+		Outcome: "released", Replica: h.replica})
+	if err == nil {
+		h.log.Warn("admin: record released by an operator", "sender", sender, "key", key, "was", was)
+	}
+	return was, err
+}
+
+// releaseEvent is POST /v1/release/{sender}/{key}: the record stays,
+// released, with its history (DELETE forgets it).
+func (h *Handler) releaseEvent(w http.ResponseWriter, r *http.Request) {
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	was, err := h.release(ctx, sender, key)
+	if err != nil {
+		h.storeError(w, "release", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sender": sender, "key": key, "released": true, "was": was})
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {

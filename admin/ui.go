@@ -31,9 +31,10 @@ import (
 // only that id, never the token. It is HttpOnly, SameSite=Strict, scoped
 // to Path=/ui, and Secure when the login came over TLS or
 // Options.SecureCookie says a proxy terminates TLS. The one thing the page
-// changes is a redelivery, a POST whose form carries a CSRF token bound to
-// the session (an HMAC of the session id under a per-process key), so
-// another site cannot make a signed-in browser send it.
+// changes are a redelivery and the release of a held event, POSTs whose
+// forms carry a CSRF token bound to the session (an HMAC of the session id
+// under a per-process key), so another site cannot make a signed-in browser
+// send them.
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -62,6 +63,7 @@ func (h *Handler) routeUI() {
 	h.mux.Handle("GET /ui/events/{sender}/{key...}", h.uiAuth(h.uiEvent))
 	h.mux.Handle("GET /ui/conflicts", h.uiAuth(h.uiConflicts))
 	h.mux.Handle("POST /ui/redeliver/{sender}/{key...}", h.uiAuth(h.uiRedeliver))
+	h.mux.Handle("POST /ui/release/{sender}/{key...}", h.uiAuth(h.uiRelease))
 }
 
 // csrfToken is the token the page's forms carry for r's session: an HMAC of
@@ -77,12 +79,38 @@ func (h *Handler) csrfToken(r *http.Request) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// uiRedeliver sends a stored event to the site again, for an operator on
-// the event's page.
-func (h *Handler) uiRedeliver(w http.ResponseWriter, r *http.Request) {
+// validCSRF checks the form's CSRF token; a refusal is answered.
+func (h *Handler) validCSRF(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(h.csrfToken(r))) != 1 {
 		h.render(w, http.StatusForbidden, "error.html", errorPage{Title: "Refused", Message: "The form is missing its CSRF token or it is stale: reload the event's page and try again."})
+		return false
+	}
+	return true
+}
+
+// uiRelease frees a held event for an operator on the event's page, as
+// hookonce release does: the record stays, released, with its history.
+func (h *Handler) uiRelease(w http.ResponseWriter, r *http.Request) {
+	if !h.validCSRF(w, r) {
+		return
+	}
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	was, err := h.release(ctx, sender, key)
+	if err != nil {
+		h.uiStoreError(w, "release", err)
+		return
+	}
+	msg := fmt.Sprintf("Released (was %s): the next delivery of this event runs the site's handler.", was)
+	http.Redirect(w, r, eventURL(sender, key)+"?note="+url.QueryEscape(msg), http.StatusSeeOther)
+}
+
+// uiRedeliver sends a stored event to the site again, for an operator on
+// the event's page.
+func (h *Handler) uiRedeliver(w http.ResponseWriter, r *http.Request) {
+	if !h.validCSRF(w, r) {
 		return
 	}
 	sender, key := r.PathValue("sender"), r.PathValue("key")
