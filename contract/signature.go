@@ -92,6 +92,10 @@ const DefaultTolerance = 5 * time.Minute
 //	scheme: source-address       # the sender's address (through trusted_proxies)
 //	allow: [185.71.76.0/27, 77.75.156.11, "2a02:5180::/32"]   # no secret
 //
+// allow may be given with any other scheme too: the delivery must then
+// come from a listed address *and* carry a valid signature (the address is
+// checked first).
+//
 // Secrets are resolved when the file is loaded; a relative secret_file is
 // taken relative to the config file's directory. Every comparison with a
 // secret or a signature is constant-time.
@@ -261,10 +265,29 @@ func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
 	} else {
 		v = c.buildHMACBody()
 	}
+	if cfg.Allow != nil && cfg.Scheme != SchemeSourceAddress {
+		if len(cfg.Allow) == 0 {
+			c.bad("allow", "lists no address: give the sender's IPs or CIDRs, or leave allow out")
+		}
+		v = allOf{buildSourceAddress(c), v}
+	}
 	if len(c.probs) > 0 {
 		return nil, c.probs
 	}
 	return v, nil
+}
+
+// allOf accepts a delivery that every one of its verifiers accepts, asked
+// in order (an address allowlist before the signature it guards).
+type allOf []Verifier
+
+func (a allOf) Verify(req *Request, now time.Time) error {
+	for _, v := range a {
+		if err := v.Verify(req, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkGenericFields refuses a generic field on a scheme that does not
@@ -274,7 +297,9 @@ func (c *sigCompiler) checkGenericFields() {
 		"algorithm": c.cfg.Algorithm != "", "message": c.cfg.Message != nil,
 		"from": c.cfg.From != nil, "allow": c.cfg.Allow != nil,
 	}
-	for _, f := range []string{"algorithm", "message", "from", "allow"} {
+	// allow applies to every scheme: with source-address it is the whole
+	// check, with any other an allowlist before the signature.
+	for _, f := range []string{"algorithm", "message", "from"} {
 		if set[f] && !slices.Contains(c.def.takes, f) {
 			c.bad(f, "does not apply to scheme %s", c.cfg.Scheme)
 		}

@@ -415,3 +415,52 @@ senders:
 		t.Fatalf("after release: %d, executions %d", got.Status, site.Executions("amb"))
 	}
 }
+
+// An address allowlist beside a signature: a delivery must come from a
+// listed address and be signed; either failing is 401 and no execution.
+func TestAllowlistAndSignatureTogether(t *testing.T) {
+	t.Setenv("CT_SECRET", "gh-current")
+	site := proxytest.NewUpstream(t, nil)
+	conf := func(allow string) string {
+		return `
+senders:
+  - name: gh
+    preset: github
+    match: { path: /hooks/gh }
+    signature: { secret_env: CT_SECRET, allow: [` + allow + `] }
+`
+	}
+	good := func(body string) []string {
+		return []string{"X-Hub-Signature-256", "sha256=" + hex.EncodeToString(ctMAC([]byte("gh-current"), body))}
+	}
+	post := func(px *proxytest.Instance, id, body string, sig []string) int {
+		req, _ := http.NewRequest("POST", px.URL+"/hooks/gh", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-Event-Id", id) // what the test site counts by
+		if sig != nil {
+			req.Header.Set(sig[0], sig[1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// The test's requests come from 127.0.0.1.
+	in := proxytest.Start(t, newStore(t), site.URL, conf("127.0.0.0/8"))
+	if got := post(in, "a1", `{"n":1}`, good(`{"n":1}`)); got != 200 || site.Executions("a1") != 1 {
+		t.Fatalf("listed and signed: %d, executions %d", got, site.Executions("a1"))
+	}
+	if got := post(in, "a2", `{"n":2}`, good(`{"n":3}`)); got != http.StatusUnauthorized || site.Executions("a2") != 0 {
+		t.Fatalf("listed, bad signature: %d, executions %d", got, site.Executions("a2"))
+	}
+	out := proxytest.Start(t, newStore(t), site.URL, conf("10.0.0.0/8, '2001:db8::/32'"))
+	if got := post(out, "b1", `{"n":1}`, good(`{"n":1}`)); got != http.StatusUnauthorized || site.Executions("b1") != 0 {
+		t.Fatalf("signed from an unlisted address: %d, executions %d", got, site.Executions("b1"))
+	}
+	if !strings.Contains(out.Logs.String(), "not in the allowlist") {
+		t.Fatalf("the refusal does not say why:\n%s", out.Logs.String())
+	}
+}
