@@ -12,7 +12,8 @@
 //     proxy (internal/faultproxy), all under a mixed load.
 //   - diskfull_test.go: SQLite on a full tmpfs (a filler, and one so small
 //     that the WAL fills it), recovery without restart; an unreadable or
-//     corrupt database at start.
+//     corrupt database at start (startup_test.go: refused, or, damaged past
+//     its first pages, failing closed with /readyz saying so).
 //   - leaks: TestMain fails the package when goroutines outlive the tests
 //     (go.uber.org/goleak).
 //   - soak_test.go: HOOKONCE_SOAK=2m runs minutes of mixed traffic with

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -190,9 +192,9 @@ func lastLine(s string) string {
 // Damage past the pages that opening reads (here page 2, the records
 // table's root) is not seen at start: serve starts. Expected, written down
 // before the run: it fails closed — every delivery that reads the damaged
-// page is refused with 503 and never reaches the site — and
-// integrity_check names the damage. (Refusing to start would take a
-// PRAGMA quick_check at open, in dedupe/sqlite: it reads the whole file.)
+// page is refused with 503 and never reaches the site —, integrity_check
+// names the damage, and the store's background quick_check makes /readyz
+// fail saying the file is damaged.
 func TestServeOnACorruptDataPageFailsClosed(t *testing.T) {
 	needBinary(t)
 	const (
@@ -227,6 +229,24 @@ func TestServeOnACorruptDataPageFailsClosed(t *testing.T) {
 	t.Logf("answers: %s; site calls %d (want %d)", histogram(statuses), s.totalCalls(), siteCalls)
 	if s.totalCalls() != siteCalls {
 		t.Errorf("the site ran %d times on a damaged store", s.totalCalls())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get(p.Admin + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "damaged") {
+				t.Logf("/readyz: %.300s", body)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz on a damaged file: %d %.300s; want 503 saying it is damaged", resp.StatusCode, body)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	p.terminate(t)
 }

@@ -19,3 +19,11 @@ func (s *Store) Write(ctx context.Context, op string, fn func(context.Context, *
 // Unprepared is how many statements of the write path and of the readers
 // ran without having been prepared at Open.
 func (s *Store) Unprepared() int64 { return s.ws.misses.Load() + s.rs.misses.Load() }
+
+// Checked says whether the background integrity check has finished, and
+// what it found.
+func (s *Store) Checked() (done bool, bad string) {
+	s.check.mu.Lock()
+	defer s.check.mu.Unlock()
+	return s.check.done, s.check.bad
+}

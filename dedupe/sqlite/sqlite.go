@@ -98,6 +98,9 @@ type Store struct {
 	queued     atomic.Int64 // writes sent and not yet taken by the writer
 	commits    atomic.Int64 // transactions the writer committed
 
+	// check is the file's integrity, checked in the background (check.go).
+	check integrity
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -153,6 +156,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{path: path, w: w, r: r, ws: ws, rs: rs,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	go s.writer()
+	s.startCheck()
 	return s, nil
 }
 
@@ -207,6 +211,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.writerDone
+		s.stopCheck()
 		s.closeErr = errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
@@ -721,13 +726,17 @@ func ping(ctx context.Context, db *sql.DB) error {
 // Probe implements dedupe.Store: a record of dedupe.ProbeSender inserted
 // and deleted in one committed write transaction on the writer connection,
 // as a claim commits (a rolled-back transaction would write nothing to the
-// WAL, and so find nothing out).
+// WAL, and so find nothing out). It fails at once when the background
+// integrity check (check.go) found the file damaged.
 //
 // First it checks that the file and its directory are still writable by
 // this process. The open connection would go on writing to a file made
 // read-only under it, but the next connection (after an error, or a
 // restart) could not open it for writing, nor create its -wal and -shm.
 func (s *Store) Probe(ctx context.Context) error {
+	if err := s.corruption(); err != nil {
+		return unavailable("probe", err)
+	}
 	for _, p := range []string{s.path, filepath.Dir(s.path)} {
 		if err := writable(p); err != nil {
 			return unavailable("probe", fmt.Errorf("%s is not writable: %w", p, err))
