@@ -9,10 +9,9 @@ import (
 
 // routeProfiling serves Go's profiles under /debug/pprof/ to a caller with
 // the admin token, and to nobody when no token is configured: a profile
-// tells how hookonce spends its time (go tool pprof
-// -http=: 'http://127.0.0.1:9090/debug/pprof/profile?seconds=30' with the
-// token in an Authorization header), but a goroutine dump is not for
-// whoever reaches a loopback port. /debug/pprof/cmdline is not served: the
+// tells how hookonce spends its time (curl -H "Authorization: Bearer $T"
+// -o cpu.pprof '…/debug/pprof/profile?seconds=30', then go tool pprof), but
+// a goroutine dump is not for whoever reaches a loopback port. /debug/pprof/cmdline is not served: the
 // command line may carry a store DSN with its password.
 //
 // Importing net/http/pprof also registers its handlers on
