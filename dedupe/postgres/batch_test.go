@@ -220,7 +220,23 @@ func TestStalledBatchDoesNotBlockOthers(t *testing.T) {
 		_, err := s.Claim(ctx, claimReq("locked", "h"))
 		stuck <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // its batch is at the server, waiting
+	// Wait until its batch is at the server, waiting for the lock.
+	watch := mustNew(t, dsn)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := watch.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim of the locked key never waited for the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * 20 * time.Millisecond) // past the flusher's stall threshold
 	start := time.Now()
 	free := claimReq("free", "h")
 	res, err := s.Claim(ctxFor(t, 3*time.Second), free)
