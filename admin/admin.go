@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,8 +111,6 @@ type Handler struct {
 	csrfKey []byte
 
 	probe writeProbe
-	// replica names this process in the attempts it records (host/pid).
-	replica string
 }
 
 // writeProbe is the last result of Store.Probe, shared by every /readyz.
@@ -158,8 +155,6 @@ func New(o Options) (*Handler, error) {
 	if o.Token != "" {
 		h.token = sha256.Sum256([]byte(o.Token))
 	}
-	host, _ := os.Hostname()
-	h.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
 
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /readyz", h.readyz)
@@ -336,8 +331,7 @@ func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
 // release frees a record for an operator (Store.Free), recorded as the
 // operator's attempt, and logs it.
 func (h *Handler) release(ctx context.Context, sender, key string) (dedupe.State, error) {
-	was, err := h.o.Store.Free(ctx, sender, key, dedupe.Attempt{At: h.o.Now(), By: dedupe.AttemptByOperator,
-		Outcome: "released", Replica: h.replica})
+	was, err := h.o.Store.Free(ctx, sender, key, dedupe.OperatorRelease(h.o.Now()))
 	if err == nil {
 		h.log.Warn("admin: record released by an operator", "sender", sender, "key", key, "was", was)
 	}

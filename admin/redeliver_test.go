@@ -117,19 +117,7 @@ func TestRedeliverNeedsCSRFAndToken(t *testing.T) {
 	adm, site, _, up := lostEvent(t)
 	up.Store(true)
 	jar := newSession(t, adm.URL)
-	post := func(form url.Values) int {
-		req, _ := http.NewRequest("POST", adm.URL+"/ui/redeliver/shop/lost-7", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for _, c := range jar {
-			req.AddCookie(c)
-		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(form url.Values) int { return postForm(t, adm.URL+"/ui/redeliver/shop/lost-7", jar, form) }
 	if got := post(url.Values{}); got != http.StatusForbidden {
 		t.Errorf("no token: %d, want 403", got)
 	}
@@ -160,6 +148,23 @@ func TestRedeliverNeedsCSRFAndToken(t *testing.T) {
 	if got := api(); got != http.StatusConflict || site.Executions("lost-7") != 2 {
 		t.Fatalf("API redeliver of a done event: %d, runs %d; want 409 and no run", got, site.Executions("lost-7"))
 	}
+}
+
+// postForm POSTs form to target with the session cookies of jar, as the
+// page's forms do, and answers the status (redirects not followed).
+func postForm(t *testing.T, target string, jar []*http.Cookie, form url.Values) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", target, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range jar {
+		req.AddCookie(c)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // newSession signs in and returns the session cookies.

@@ -86,19 +86,7 @@ func TestReleaseButton(t *testing.T) {
 	token := page[i+len(`name="csrf" value="`):]
 	token = token[:strings.IndexByte(token, '"')]
 
-	post := func(form url.Values) int {
-		req, _ := http.NewRequest("POST", f.srv.URL+"/ui/release/shop/amb-2", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for _, c := range jar {
-			req.AddCookie(c)
-		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(form url.Values) int { return postForm(t, f.srv.URL+"/ui/release/shop/amb-2", jar, form) }
 	if got := post(url.Values{}); got != http.StatusForbidden {
 		t.Fatalf("no CSRF token: %d, want 403", got)
 	}

@@ -9,7 +9,9 @@ package dedupe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -77,6 +79,18 @@ const (
 	AttemptBySender   = "sender"
 	AttemptByOperator = "operator"
 )
+
+// ThisReplica names the running process as Attempt.Replica does: host/pid.
+func ThisReplica() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// OperatorRelease is the attempt an operator's release (Store.Free)
+// records: by the operator, outcome released, from this process.
+func OperatorRelease(at time.Time) Attempt {
+	return Attempt{At: at, By: AttemptByOperator, Outcome: "released", Replica: ThisReplica()}
+}
 
 // StoredRequest is what is kept of a claimed request, with
 // store_request_body, so an operator can redeliver it.

@@ -158,7 +158,8 @@ func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (
 	case dedupe.StateUnknown:
 		// The operator decides a held (or, forced, a done) event runs again.
 		p.log.Warn("operator redelivery: releasing the record first", "sender", sender, "key", key, "state", rec.State, "force", force)
-		att := dedupe.Attempt{At: time.Now(), By: dedupe.AttemptByOperator, Outcome: OutcomeReleased, Replica: p.replica}
+		att := dedupe.OperatorRelease(time.Now())
+		att.Replica = p.replica
 		if _, err := p.store.Free(ctx, sender, key, att); err != nil && !errors.Is(err, dedupe.ErrNotFound) {
 			return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, err)
 		}

@@ -19,7 +19,6 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -98,8 +97,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.replica = o.Replica
 	if p.replica == "" {
-		host, _ := os.Hostname()
-		p.replica = fmt.Sprintf("%s/%d", host, os.Getpid())
+		p.replica = dedupe.ThisReplica()
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)

@@ -583,26 +583,32 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 // Release implements dedupe.Store: the record stays, released, with its
 // payload hash, request and attempts; the next delivery claims it as new.
 func (s *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
-	a, err := encodeAttempt(att)
-	if err != nil {
-		return fmt.Errorf("postgres release %s/%s: %w", sender, key, err)
-	}
-	return s.fenced(ctx, "release", sender, key, `
-		UPDATE hookonce_records SET state = 'released', owner = NULL, lease_until = NULL,
-			attempts = `+appendAttempt("$4")+ownerWhere,
-		owner, a)
+	return s.endClaim(ctx, "release", releaseSQL, sender, key, owner, att)
 }
 
 // Hold implements dedupe.Store.
 func (s *Store) Hold(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
+	return s.endClaim(ctx, "hold", holdSQL, sender, key, owner, att)
+}
+
+// endClaimSQL ends owner's processing claim in state, the attempt ($4)
+// appended.
+func endClaimSQL(state string) string {
+	return `UPDATE hookonce_records SET state = '` + state + `', owner = NULL, lease_until = NULL,
+		attempts = ` + appendAttempt("$4") + ownerWhere
+}
+
+var (
+	releaseSQL = endClaimSQL("released")
+	holdSQL    = endClaimSQL("unknown")
+)
+
+func (s *Store) endClaim(ctx context.Context, op, query, sender, key, owner string, att dedupe.Attempt) error {
 	a, err := encodeAttempt(att)
 	if err != nil {
-		return fmt.Errorf("postgres hold %s/%s: %w", sender, key, err)
+		return fmt.Errorf("postgres %s %s/%s: %w", op, sender, key, err)
 	}
-	return s.fenced(ctx, "hold", sender, key, `
-		UPDATE hookonce_records SET state = 'unknown', owner = NULL, lease_until = NULL,
-			attempts = `+appendAttempt("$4")+ownerWhere,
-		owner, a)
+	return s.fenced(ctx, op, sender, key, query, owner, a)
 }
 
 // Renew implements dedupe.Store.

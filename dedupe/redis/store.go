@@ -79,14 +79,16 @@ var (
 	conflictLua string
 	//go:embed lua/free.lua
 	freeLua string
+	//go:embed lua/attempts.lua
+	attemptsLua string
 
 	claimScript    = goredis.NewScript(claimLua)
-	finishScript   = goredis.NewScript(finishLua)
+	finishScript   = goredis.NewScript(attemptsLua + finishLua)
 	renewScript    = goredis.NewScript(renewLua)
 	removeScript   = goredis.NewScript(removeLua)
 	hitsScript     = goredis.NewScript(hitsLua)
 	conflictScript = goredis.NewScript(conflictLua)
-	freeScript     = goredis.NewScript(freeLua)
+	freeScript     = goredis.NewScript(attemptsLua + freeLua)
 )
 
 const (

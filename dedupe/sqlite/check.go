@@ -38,11 +38,9 @@ func (s *Store) startCheck() {
 		bad, err := quickCheck(ctx, s)
 		s.check.mu.Lock()
 		defer s.check.mu.Unlock()
-		if err == nil {
+		if err == nil { // else Close ended it, and nothing is claimed
 			s.check.done, s.check.bad = true, bad
 		}
-		// An error (Close, a busy file) leaves the check undone: nothing
-		// is claimed either way.
 	}()
 }
 
@@ -54,39 +52,34 @@ func (s *Store) stopCheck() {
 }
 
 // quickCheck answers quick_check's complaints joined, "" for a sound file.
+// quick_check failing outright (a page it cannot even read) is a complaint
+// too; only the end of ctx (Close) is not.
 func quickCheck(ctx context.Context, s *Store) (string, error) {
-	rows, err := s.r.QueryContext(ctx, "PRAGMA quick_check(5)")
-	if err != nil {
-		if isCorrupt(err) {
-			return err.Error(), nil
-		}
-		return "", err
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
+	err := func() error {
+		rows, err := s.r.QueryContext(ctx, "PRAGMA quick_check(5)")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				return err
+			}
+			if line != "ok" {
+				out = append(out, strings.Join(strings.Fields(line), " "))
+			}
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		if ctx.Err() != nil {
 			return "", err
 		}
-		if line != "ok" {
-			out = append(out, strings.Join(strings.Fields(line), " "))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		if isCorrupt(err) {
-			return err.Error(), nil
-		}
-		return "", err
+		out = append(out, err.Error())
 	}
 	return strings.Join(out, "; "), nil
-}
-
-// isCorrupt reports whether err is SQLite's "the file is damaged".
-func isCorrupt(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "malformed") || strings.Contains(msg, "SQLITE_CORRUPT") ||
-		strings.Contains(msg, "not a database")
 }
 
 // corruption is the background check's finding, for Probe: nil while the

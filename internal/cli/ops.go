@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -109,8 +108,7 @@ func releaseCommand() *cli.Command {
 				// The record stays, released, with its attempts and the
 				// operator's: an event whose sender has given up is still
 				// listed as unretried, not gone.
-				was, err := s.Free(ctx, sender, key, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptByOperator,
-					Outcome: "released", Replica: cliReplica()})
+				was, err := s.Free(ctx, sender, key, dedupe.OperatorRelease(time.Now()))
 				if errors.Is(err, dedupe.ErrNotFound) {
 					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
 				}
@@ -128,13 +126,6 @@ func releaseCommand() *cli.Command {
 			})
 		},
 	}
-}
-
-// cliReplica names this command's process in the attempts it records, as
-// serve's replicas are named (host/pid).
-func cliReplica() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 func purgeCommand() *cli.Command {

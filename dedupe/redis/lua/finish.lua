@@ -23,14 +23,7 @@ if state == 'done' then
 else
   redis.call('HSET', rec, 'st', state, 'o', '', 'lo', owner, 'lu', 0)
 end
--- Attempts are lines of JSON, oldest first; the latest ARGV[12] stay.
-local lines = {}
-if cur[5] and cur[5] ~= '' then
-  for line in string.gmatch(cur[5], '[^\n]+') do lines[#lines + 1] = line end
-end
-lines[#lines + 1] = ARGV[11]
-local from = math.max(1, #lines - tonumber(ARGV[12]) + 1)
-redis.call('HSET', rec, 'at', table.concat(lines, '\n', from, #lines))
+append_attempt(rec, cur[5], ARGV[11], ARGV[12])
 -- The lease no longer keeps the record: it lives until its ttl.
 redis.call('PEXPIREAT', rec, tonumber(cur[4]))
 redis.call('PUBLISH', ARGV[4], state)

@@ -10,14 +10,7 @@ local cur = redis.call('HMGET', rec, 'st', 'ea', 'at')
 if not cur[1] then return false end
 redis.call('HSET', rec, 'st', 'released', 'o', '', 'lu', 0)
 redis.call('HDEL', rec, 'lo', 'ca', 'rs', 'rh', 'rb', 'rt')
--- Attempts are lines of JSON, oldest first; the latest ARGV[6] stay.
-local lines = {}
-if cur[3] and cur[3] ~= '' then
-  for line in string.gmatch(cur[3], '[^\n]+') do lines[#lines + 1] = line end
-end
-lines[#lines + 1] = ARGV[5]
-local from = math.max(1, #lines - tonumber(ARGV[6]) + 1)
-redis.call('HSET', rec, 'at', table.concat(lines, '\n', from, #lines))
+append_attempt(rec, cur[3], ARGV[5], ARGV[6])
 -- No lease keeps the record now: it lives until its ttl.
 redis.call('PEXPIREAT', rec, tonumber(cur[2]))
 redis.call('PUBLISH', ARGV[4], 'released')
