@@ -43,7 +43,10 @@ func (in Inspection) Unkeyed() error {
 }
 
 // Inspect judges a request on route rt whose body has been read whole.
+// It first removes from r.Header the headers the forward to the site will
+// not carry (StripHopByHop), so what it judges is what the site gets.
 func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte, now time.Time) Inspection {
+	StripHopByHop(r.Header)
 	in := Inspection{Request: NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))}
 	in.Choice = rt.Select(in.Request)
 	s := in.Choice.Sender

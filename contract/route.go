@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -341,46 +340,4 @@ func compileCondition(cf conditionFile) (Condition, error) {
 		return c, errors.New("set exactly one of equals, present or matches")
 	}
 	return c, nil
-}
-
-// ClientAddr returns the sender's address for a request that reached
-// hookonce from peer remoteAddr: the peer itself, or, when the peer is a
-// trusted proxy, the last address in X-Forwarded-For that is not a trusted
-// proxy (else X-Real-IP). It is the address the site sees once hookonce
-// passes it on, and the one source-address checks judge.
-func (c *Contract) ClientAddr(remoteAddr string, h http.Header) netip.Addr {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	peer := ap.Addr().Unmap()
-	if !c.trusted(peer) {
-		return peer
-	}
-	var hops []string
-	for _, v := range h.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			return peer // a chain we cannot read: trust only what we saw
-		}
-		if a = a.Unmap(); !c.trusted(a) {
-			return a
-		}
-	}
-	if a, err := netip.ParseAddr(strings.TrimSpace(h.Get("X-Real-Ip"))); err == nil {
-		return a.Unmap()
-	}
-	return peer
-}
-
-func (c *Contract) trusted(ip netip.Addr) bool {
-	for _, p := range c.TrustedProxies {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hookonce/hookonce/contract"
 )
 
 // capture is the http.ResponseWriter the forwarding ReverseProxy writes
@@ -212,14 +214,6 @@ type emptyBody struct{}
 func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (emptyBody) Close() error             { return nil }
 
-// clientAddrHeaders are the request headers sites and frameworks read the
-// client's address from, besides X-Forwarded-For and Forwarded (which
-// Rewrite already replaces).
-var clientAddrHeaders = []string{
-	"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Cf-Connecting-Ip",
-	"X-Cluster-Client-Ip", "Fastly-Client-Ip", "X-Original-Forwarded-For",
-}
-
 func peerIP(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
@@ -237,18 +231,21 @@ func isTimeout(err error) bool {
 // newReverseProxies builds the two forwarders: pass streams requests that
 // match no sender untouched; capture forwards webhook deliveries into a
 // capture.
-func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remoteAddr string) bool, onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
+func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(upstream)
 		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
-		// Rewrite drops X-Forwarded-* and Forwarded from the client. From a
-		// trusted proxy (the site's own nginx) the chain is kept and this
-		// hop appended, so the site still sees the sender's address.
-		fromTrusted := trusted(pr.In.RemoteAddr)
-		if fromTrusted {
-			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
-				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
-			}
+		// The site learns the client's address from hookonce alone (trap
+		// 23): every header a site or a PHP library reads it from is
+		// dropped, then X-Real-IP and X-Forwarded-For say the address
+		// hookonce judged — the peer, or from a trusted proxy (the site's
+		// own nginx) the client that proxy reported — followed in
+		// X-Forwarded-For by the trusted proxy itself.
+		addr, fromTrusted := client(pr.In)
+		peer := peerIP(pr.In.RemoteAddr)
+		contract.DropClientAddrHeaders(pr.Out.Header)
+		if fromTrusted && addr != peer {
+			pr.Out.Header.Set("X-Forwarded-For", addr)
 		}
 		pr.SetXForwarded()
 		if fromTrusted {
@@ -257,17 +254,8 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, trusted func(remo
 					pr.Out.Header.Set(h, v)
 				}
 			}
-			if pr.Out.Header.Get("X-Real-Ip") == "" {
-				pr.Out.Header.Set("X-Real-Ip", peerIP(pr.In.RemoteAddr))
-			}
-			return
 		}
-		// From anyone else, the headers a site may take the client's
-		// address from say what hookonce saw (trap 23): the peer.
-		for _, h := range clientAddrHeaders {
-			pr.Out.Header.Del(h)
-		}
-		pr.Out.Header.Set("X-Real-Ip", peerIP(pr.In.RemoteAddr))
+		pr.Out.Header.Set("X-Real-Ip", addr)
 	}
 	pass = &httputil.ReverseProxy{
 		Rewrite:    rewrite,

@@ -109,8 +109,15 @@ func New(o Options) (*Proxy, error) {
 	if t == nil {
 		t = newTransport()
 	}
-	trusted := func(remoteAddr string) bool { return p.contract.Load().TrustedPeer(remoteAddr) }
-	p.pass, p.capt = newReverseProxies(o.Upstream, t, trusted, func(r *http.Request, err error) {
+	client := func(r *http.Request) (string, bool) {
+		c := p.contract.Load()
+		addr := c.ClientAddr(r.RemoteAddr, r.Header)
+		if !addr.IsValid() {
+			return peerIP(r.RemoteAddr), false
+		}
+		return addr.String(), c.TrustedPeer(r.RemoteAddr)
+	}
+	p.pass, p.capt = newReverseProxies(o.Upstream, t, client, func(r *http.Request, err error) {
 		p.log.Warn("pass-through to the site failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	})
 	every := o.HitFlushInterval
