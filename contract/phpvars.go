@@ -17,11 +17,18 @@ import (
 //     its first NUL, leading spaces are dropped, an empty name is skipped;
 //   - in the top-level name, "." and " " become "_" (and a "[" with no "]"
 //     after it becomes "_" too); "a[b][c]" addresses nested arrays, "a[]"
-//     appends, anything after a "]" that is not "[" is ignored;
+//     appends, and so does an index of exactly one whitespace byte ("a[ ]",
+//     "a[\t]"; two spaces or " x" are keys as written); anything after a
+//     "]" that is not "[" is ignored;
 //   - a repeated name keeps its last value, and a later plain value
 //     replaces an array (and the other way round);
 //   - at most maxInputVars pairs are read (PHP's max_input_vars), and at
 //     most maxInputNesting levels of brackets (max_input_nesting_level).
+//     The query string and an urlencoded POST body count differently:
+//     the query (php_default_treat_data) skips empty pairs and registers at
+//     most 1000; the body (add_post_vars) counts every pair, empty ones
+//     ("a=1&&b=2", a leading "&") included, and registers the 1001st before
+//     it stops. parsePHPVars is the first, parsePHPPost the second.
 const (
 	maxInputVars    = 1000
 	maxInputNesting = 64
@@ -55,6 +62,28 @@ func parsePHPVars(s string) *phpVar {
 	return root
 }
 
+// parsePHPPost reads an urlencoded POST body the way PHP fills $_POST
+// (main/php_variables.c, add_post_vars): every "&"-separated pair counts
+// toward max_input_vars, empty ones too, except an empty piece after a
+// trailing "&"; the pair that passes the limit is still registered, then
+// reading stops.
+func parsePHPPost(s string) *phpVar {
+	root := newPHPArray()
+	if s == "" {
+		return root
+	}
+	s = strings.TrimSuffix(s, "&")
+	n := 0
+	for pair := range strings.SplitSeq(s, "&") {
+		name, val, _ := strings.Cut(pair, "=")
+		root.register(phpURLDecode(name), phpURLDecode(val))
+		if n++; n > maxInputVars {
+			break
+		}
+	}
+	return root
+}
+
 // phpURLDecode is PHP's urldecode: "+" is a space, a malformed "%" is kept
 // as it is.
 func phpURLDecode(s string) string {
@@ -75,6 +104,11 @@ func phpURLDecode(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// isCSpace is C's isspace in the C locale.
+func isCSpace(c byte) bool {
+	return c == ' ' || '\t' <= c && c <= '\r'
 }
 
 func isHex(c byte) bool {
@@ -136,7 +170,7 @@ func phpName(name string) []string {
 			break
 		}
 		idx := rest[1:end]
-		if idx == "" {
+		if idx == "" || len(idx) == 1 && isCSpace(idx[0]) {
 			idx = appendIndex
 		}
 		path = append(path, idx)

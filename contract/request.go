@@ -1,12 +1,8 @@
 package contract
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -126,49 +122,101 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 	return "", false, fmt.Errorf("unknown source %q", src)
 }
 
-// Form returns the body's form fields as PHP's $_POST holds them.
+// ErrUnreadableBody is wrapped by Unreadable (and by Form, Value and
+// Fields for a form source) when PHP would parse the body as a form but
+// hookonce cannot read it exactly as PHP would.
+var ErrUnreadableBody = errors.New("form body cannot be read as PHP reads it")
+
+func unreadable(reason string) error {
+	return fmt.Errorf("%w: %s", ErrUnreadableBody, reason)
+}
+
+// maxPostSize is PHP's default post_max_size (8M): a larger body gives the
+// site an empty $_POST, or whatever its own setting lets through.
+const maxPostSize = 8 << 20
+
+// formKind is the form type PHP's SAPI finds in a Content-Type value: the
+// value lowercased and cut at its first ";", "," or space, then matched
+// exactly (sapi_read_post_data). "" when PHP parses no form.
+func formKind(ct string) string {
+	if i := strings.IndexAny(ct, ";, "); i >= 0 {
+		ct = ct[:i]
+	}
+	switch ct = strings.ToLower(ct); ct {
+	case "application/x-www-form-urlencoded", "multipart/form-data":
+		return ct
+	}
+	return ""
+}
+
+// Unreadable returns an error wrapping ErrUnreadableBody when PHP would
+// parse the body as a form ($_POST: method exactly POST, a form content
+// type by PHP's rule) but hookonce cannot read it exactly as PHP would: a
+// Content-Type sent more than once, a body over post_max_size, or a
+// multipart shape that is not modelled (see multipart.go). It is nil for
+// every other request, and costs no parsing when the body is not a form.
+func (q *Request) Unreadable() error {
+	if q.Method != http.MethodPost {
+		return nil
+	}
+	form := false
+	for _, ct := range q.Header.Values("Content-Type") {
+		form = form || formKind(ct) != ""
+	}
+	if !form {
+		return nil
+	}
+	if _, err := q.Form(); errors.Is(err, ErrUnreadableBody) {
+		return err
+	}
+	return nil
+}
+
+// Form returns the body's form fields as PHP 8.2's $_POST holds them: empty
+// unless the method is exactly POST, read with PHP's urlencoded or
+// multipart rules (phpvars.go, multipart.go). The error is errNotForm when
+// PHP would not parse the body as a form, and wraps ErrUnreadableBody when
+// hookonce cannot read it as PHP would.
 func (q *Request) Form() (*phpVar, error) {
 	if q.form != nil || q.formErr != nil {
 		return q.form, q.formErr
 	}
-	mt, params, _ := mime.ParseMediaType(q.Header.Get("Content-Type"))
-	switch mt {
-	case "application/x-www-form-urlencoded":
-		q.form = parsePHPVars(string(q.Body))
-	case "multipart/form-data":
-		q.form, q.formErr = parseMultipart(q.Body, params["boundary"])
-	default:
-		q.formErr = errNotForm
-	}
+	q.form, q.formErr = q.readForm()
 	return q.form, q.formErr
 }
 
-// parseMultipart reads the text fields of a multipart body (files are
-// skipped, as they go to $_FILES), with PHP's naming rules.
-func parseMultipart(body []byte, boundary string) (*phpVar, error) {
-	if boundary == "" {
+func (q *Request) readForm() (*phpVar, error) {
+	cts := q.Header.Values("Content-Type")
+	if len(cts) == 0 {
 		return nil, errNotForm
 	}
-	root := newPHPArray()
-	mr := multipart.NewReader(bytes.NewReader(body), boundary)
-	for n := 0; n < maxInputVars; n++ {
-		p, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, errNotForm
-		}
-		if p.FileName() != "" || p.FormName() == "" {
-			continue
-		}
-		val, err := io.ReadAll(p)
-		if err != nil {
-			return nil, errNotForm
-		}
-		root.register(p.FormName(), string(val))
+	anyForm := false
+	for _, ct := range cts {
+		anyForm = anyForm || formKind(ct) != ""
 	}
-	return root, nil
+	if !anyForm {
+		return nil, errNotForm
+	}
+	if q.Method != http.MethodPost {
+		return newPHPArray(), nil // PHP 8.2 fills $_POST for POST only
+	}
+	if len(cts) > 1 {
+		// Servers keep the first, the last or join them: no one reading
+		// is safe.
+		return nil, unreadable("Content-Type sent more than once")
+	}
+	kind := formKind(cts[0])
+	if len(q.Body) > maxPostSize {
+		return nil, unreadable("body over post_max_size")
+	}
+	if kind == "application/x-www-form-urlencoded" {
+		return parsePHPPost(string(q.Body)), nil
+	}
+	f, bad := parseMultipartPHP(q.Body, cts[0])
+	if bad != "" {
+		return nil, unreadable(bad)
+	}
+	return f, nil
 }
 
 // JSON returns the body as a JSON document in which every repeated object
