@@ -39,6 +39,10 @@ const (
 	DefaultConflictStatus   = 422
 )
 
+// DefaultIndex is site.index when the file does not set it: nginx's and
+// Apache's usual index script for a PHP site.
+var DefaultIndex = []string{"index.php"}
+
 // Policy types: what the sender expects and how hookonce behaves for it.
 // Each is one of its constants below; Parse refuses anything else.
 type (
@@ -81,8 +85,10 @@ type Contract struct {
 	MaxInflight int
 	// TrustedProxies are the peers whose X-Forwarded-* headers are kept.
 	TrustedProxies []netip.Prefix
-	Senders        []*Sender
-	router         *router
+	// Site is how the site maps URLs to scripts (site: in the file).
+	Site    Site
+	Senders []*Sender
+	router  *router
 	// Warnings are not errors: e.g. a ttl shorter than the preset's retry window.
 	Warnings []string
 }
@@ -106,9 +112,22 @@ func (c *Contract) TrustedPeer(remoteAddr string) bool {
 	return err == nil && c.trusted(ap.Addr().Unmap())
 }
 
+// Site is how the site maps a URL to the script it runs, beyond the
+// script's own path: the index scripts of a directory and the extensions
+// tried for an extensionless URL. Routing gives a sender every URL that
+// runs its script this way (README, "The path rule").
+type Site struct {
+	// Index are a directory's index scripts (nginx index, Apache
+	// DirectoryIndex): "/x/" runs "/x/index.php".
+	Index []string
+	// Extensions are tried after an extensionless URL (nginx
+	// try_files $uri $uri.php): "/x" runs "/x.php".
+	Extensions []string
+}
+
 // Empty returns a contract with no senders: every request is passed through.
 func Empty() *Contract {
-	return &Contract{MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout}
+	return &Contract{MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout, Site: Site{Index: DefaultIndex}}
 }
 
 // Load reads and validates the config file at path.
@@ -213,6 +232,11 @@ type senderFile struct {
 	node       *yaml.Node // where it is in the file, for line numbers
 }
 
+type siteFile struct {
+	Index      *[]string `yaml:"index"`
+	Extensions []string  `yaml:"extensions"`
+}
+
 type file struct {
 	Listen   string `yaml:"listen"`
 	Upstream string `yaml:"upstream"`
@@ -223,9 +247,11 @@ type file struct {
 	// TrustedProxies lists the addresses (IPs or CIDRs) of proxies in front
 	// of hookonce, such as the site's nginx, whose X-Forwarded-* headers are
 	// passed on to the site instead of being replaced.
-	TrustedProxies []string     `yaml:"trusted_proxies"`
-	Defaults       policyFile   `yaml:"defaults"`
-	Senders        []senderFile `yaml:"senders"`
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Site: how the site maps URLs to scripts.
+	Site     siteFile     `yaml:"site"`
+	Defaults policyFile   `yaml:"defaults"`
+	Senders  []senderFile `yaml:"senders"`
 	// Paths holds per-path settings for paths that senders name.
 	Paths map[string]pathFile `yaml:"paths"`
 }
@@ -263,7 +289,9 @@ func Parse(data []byte, name string) (*Contract, error) {
 		}
 	}
 
-	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout, router: newRouter()}
+	c := &Contract{File: name, Listen: f.Listen, Upstream: f.Upstream, MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout}
+	c.Site = compileSite(f.Site, top, e)
+	c.router = newRouter(c.Site)
 	for _, tp := range f.TrustedProxies {
 		pfx, err := netip.ParsePrefix(tp)
 		if err != nil {
@@ -331,6 +359,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 			}
 		}
 	}
+	c.Warnings = append(c.Warnings, c.router.conflicts(name)...)
 	pathsNode := lookupNode(top, "paths")
 	for _, path := range sortedKeys(f.Paths) {
 		pf := f.Paths[path]
@@ -360,6 +389,34 @@ func Parse(data []byte, name string) (*Contract, error) {
 		return nil, e
 	}
 	return c, nil
+}
+
+// compileSite checks the site: section; problems go into e.
+func compileSite(sf siteFile, top *yaml.Node, e *Error) Site {
+	site := Site{Index: DefaultIndex}
+	if sf.Index != nil {
+		site.Index = nil
+		for i, n := range *sf.Index {
+			field := fmt.Sprintf("site.index[%d]", i)
+			switch {
+			case n == "" || n == "." || n == "..":
+				e.add(Problem{Line: fieldLine(top, field), Field: field, Msg: fmt.Sprintf("%q: want a file name such as index.php", n)})
+			case strings.ContainsAny(n, "/%\x00"):
+				e.add(Problem{Line: fieldLine(top, field), Field: field, Msg: fmt.Sprintf("%q: a file name, without /, %% or NUL", n)})
+			default:
+				site.Index = append(site.Index, n)
+			}
+		}
+	}
+	for i, x := range sf.Extensions {
+		field := fmt.Sprintf("site.extensions[%d]", i)
+		if len(x) < 2 || x[0] != '.' || strings.ContainsAny(x, "/%\x00") {
+			e.add(Problem{Line: fieldLine(top, field), Field: field, Msg: fmt.Sprintf("%q: want an extension such as .php (a dot, then no /, %% or NUL)", x)})
+			continue
+		}
+		site.Extensions = append(site.Extensions, x)
+	}
+	return site
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -12,13 +12,17 @@ import (
 
 // Locate finds the route of an escaped request path: the path the site
 // will run, and the route of the senders that name it (nil when none does:
-// row 0b). A path no site runs is ErrBadPath (row 0a).
+// row 0b). A path no site runs is ErrBadPath, a look-alike of a path a
+// sender owns ErrLookalikePath (row 0a).
 func (c *Contract) Locate(escapedPath string) (path string, rt *Route, err error) {
 	path, err = NormalizePath(escapedPath)
 	if err != nil {
 		return "", nil, err
 	}
-	return path, c.Route(path), nil
+	if rt = c.Route(path); c.router != nil && c.router.lookalike(path, rt) {
+		return path, nil, ErrLookalikePath
+	}
+	return path, rt, nil
 }
 
 // Inspection is what the contract makes of one request on a route, in the

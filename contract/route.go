@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,13 @@ import (
 // ErrBadPath is returned by NormalizePath for a path no site would run: a
 // malformed escape, a NUL, or ".." above the root.
 var ErrBadPath = errors.New("malformed request path")
+
+// ErrLookalikePath is returned by Contract.Locate for a path that differs
+// from one a sender owns only in case, trailing dots or spaces, or
+// "::$DATA", and is not that sender's already: a site on a
+// case-insensitive or Windows file system runs the sender's script for
+// it, so it is neither judged by other rules nor passed through.
+var ErrLookalikePath = errors.New("request path looks like a sender's path (case, trailing dots or spaces)")
 
 // NormalizePath returns the path a site behind nginx or Apache will run for
 // an escaped request path: every %XX decoded (nginx decodes %2F too),
@@ -168,17 +176,44 @@ func (rt *Route) Select(req *Request) Choice {
 }
 
 // router finds the route of a normalised path with map lookups only: the
-// exact path, each script prefix of it ("/a.php" of "/a.php/x"), and each
-// length at which some prefix route ends.
+// exact path, each script prefix of it ("/a.php" of "/a.php/x"), the
+// aliases the site's index and extension rules give a sender path, and
+// each length at which some prefix route ends.
 type router struct {
+	site       Site
 	exact      map[string]*Route
-	prefix     map[string]*Route // keyed by the prefix without its *
-	prefixLens []int             // distinct prefix lengths, longest first
-	routes     []*Route          // in file order of their first sender
+	alias      map[string]alias    // other paths that run a sender path's script
+	prefix     map[string]*Route   // keyed by the prefix without its *
+	prefixLens []int               // distinct prefix lengths, longest first
+	routes     []*Route            // in file order of their first sender
+	claimed    map[string][]*Route // alias → every route that claims it, for warnings
+	// fold holds every key above folded (see foldPath), to refuse the
+	// look-alikes of owned paths; foldSame: every key is its own fold.
+	fold     *router
+	foldSame bool
 }
 
-func newRouter() *router {
-	return &router{exact: map[string]*Route{}, prefix: map[string]*Route{}}
+// How an alias came about; the lower wins when two routes claim one path.
+const (
+	viaIndex     = 1 // a directory's index script, or the directory of one
+	viaExtension = 2 // a path the site adds an extension to, or the path with it
+)
+
+type alias struct {
+	route    *Route
+	via      int
+	pathInfo bool // also owns "key/anything" (PHP's PATH_INFO)
+}
+
+func newRouter(site Site) *router {
+	rt := newPlainRouter(site)
+	rt.fold = newPlainRouter(Site{Index: foldAll(site.Index), Extensions: foldAll(site.Extensions)})
+	rt.foldSame = true
+	return rt
+}
+
+func newPlainRouter(site Site) *router {
+	return &router{site: site, exact: map[string]*Route{}, alias: map[string]alias{}, claimed: map[string][]*Route{}, prefix: map[string]*Route{}}
 }
 
 func (rt *router) add(s *Sender) *Route {
@@ -190,20 +225,82 @@ func (rt *router) add(s *Sender) *Route {
 	r := m[key]
 	if r == nil {
 		r = &Route{Path: s.Path, Unmatched: UnmatchedReject}
-		m[key] = r
 		rt.routes = append(rt.routes, r)
-		if isPrefix && !slices.Contains(rt.prefixLens, len(key)) {
-			rt.prefixLens = append(rt.prefixLens, len(key))
-			sort.Sort(sort.Reverse(sort.IntSlice(rt.prefixLens)))
+		rt.addKey(key, isPrefix, r)
+		if rt.fold != nil {
+			fk := foldPath(key)
+			rt.fold.addKey(fk, isPrefix, r)
+			if fk != key {
+				rt.foldSame = false
+			}
 		}
 	}
 	r.Senders = append(r.Senders, s)
 	return r
 }
 
+// addKey files route r under a path key (a prefix without its *) and,
+// for an exact path, under every alias the site's rules give it.
+func (rt *router) addKey(key string, isPrefix bool, r *Route) {
+	if isPrefix {
+		rt.prefix[key] = r
+		if !slices.Contains(rt.prefixLens, len(key)) {
+			rt.prefixLens = append(rt.prefixLens, len(key))
+			sort.Sort(sort.Reverse(sort.IntSlice(rt.prefixLens)))
+		}
+		return
+	}
+	rt.exact[key] = r
+	put := func(k string, via int, pathInfo bool) {
+		if k == key || k == "" {
+			return
+		}
+		if !slices.Contains(rt.claimed[k], r) {
+			rt.claimed[k] = append(rt.claimed[k], r)
+		}
+		if a, ok := rt.alias[k]; ok {
+			if a.via <= via {
+				return
+			}
+		}
+		rt.alias[k] = alias{route: r, via: via, pathInfo: pathInfo}
+	}
+	// stripped files the path the site adds an extension to: "/x/cb" for
+	// "/x/cb.php".
+	stripped := func(script string) {
+		for _, ext := range rt.site.Extensions {
+			if base, ok := strings.CutSuffix(script, ext); ok && !strings.HasSuffix(base, "/") {
+				put(base, viaExtension, false)
+			}
+		}
+	}
+	if scriptLike(key) {
+		// "/x/index.php": "/x" and "/x/" run it too.
+		slash := strings.LastIndexByte(key, '/')
+		if slices.Contains(rt.site.Index, key[slash+1:]) {
+			put(cmp.Or(key[:slash], "/"), viaIndex, false)
+		}
+		stripped(key)
+		return
+	}
+	// A directory: its index scripts, with PATH_INFO; "/x.php" when the
+	// site tries extensions.
+	for _, name := range rt.site.Index {
+		script := strings.TrimSuffix(key, "/") + "/" + name
+		put(script, viaIndex, scriptLike(script))
+		stripped(script)
+	}
+	if key != "/" {
+		for _, ext := range rt.site.Extensions {
+			put(key+ext, viaExtension, true)
+		}
+	}
+}
+
 // find returns the most specific route for a normalised path: the exact
-// path, then the longest script path it runs through PATH_INFO, then the
-// longest prefix; nil when no sender names it.
+// path, then the longest script path it runs through PATH_INFO, then an
+// alias (index before extension; the path itself before a PATH_INFO
+// prefix of it), then the longest prefix; nil when no sender names it.
 func (rt *router) find(path string) *Route {
 	if r := rt.exact[path]; r != nil {
 		return r
@@ -214,6 +311,19 @@ func (rt *router) find(path string) *Route {
 		}
 		if r := rt.exact[path[:i]]; r != nil && scriptLike(r.Path) {
 			return r
+		}
+	}
+	if len(rt.alias) > 0 {
+		if a, ok := rt.alias[path]; ok {
+			return a.route
+		}
+		for i := len(path) - 1; i > 0; i-- {
+			if path[i] != '/' {
+				continue
+			}
+			if a, ok := rt.alias[path[:i]]; ok && a.pathInfo {
+				return a.route
+			}
 		}
 	}
 	if r := rt.prefix[path+"/"]; r != nil { // "/hooks" for "/hooks/*"
@@ -227,6 +337,92 @@ func (rt *router) find(path string) *Route {
 		}
 	}
 	return nil
+}
+
+// lookalike reports whether path, found on route found (nil: none),
+// folds onto a path of another route: a site on a case-insensitive file
+// system (Windows, macOS) or one that drops trailing dots and spaces
+// (Windows) may run that route's script for it.
+func (rt *router) lookalike(path string, found *Route) bool {
+	f := foldPath(path)
+	if f == path && rt.foldSame {
+		return false // the fold router answers as find did
+	}
+	r := rt.fold.find(f)
+	return r != nil && r != found
+}
+
+// conflicts names the pairs of routes whose paths run one script by the
+// site's index and extension rules: each spelling of it is judged by one
+// route's senders only (exact, then index, then extension), which is
+// seldom what the operator meant.
+func (rt *router) conflicts(file string) []string {
+	pairs := map[[2]*Route]bool{}
+	for k, claimants := range rt.claimed {
+		all := claimants
+		if e := rt.exact[k]; e != nil && !slices.Contains(all, e) {
+			all = append([]*Route{e}, all...)
+		}
+		for i, x := range all {
+			for _, y := range all[i+1:] {
+				if slices.Index(rt.routes, y) < slices.Index(rt.routes, x) {
+					x, y = y, x
+				}
+				pairs[[2]*Route{x, y}] = true
+			}
+		}
+	}
+	var out []string
+	for i, x := range rt.routes {
+		for _, y := range rt.routes[i+1:] {
+			if pairs[[2]*Route{x, y}] {
+				out = append(out, fmt.Sprintf("%s: paths %s and %s run one script (site: index, extensions); each spelling of it gets one path's senders only (README: The path rule)",
+					file, x.Path, y.Path))
+			}
+		}
+	}
+	return out
+}
+
+// foldPath is the path as a case-insensitive file system that drops
+// trailing dots and spaces sees it (Windows): lower case, and each
+// segment without trailing dots, spaces or "::$DATA". It costs nothing for
+// a path that is already folded.
+func foldPath(p string) string {
+	if !needsFold(p) {
+		return p
+	}
+	segs := strings.Split(strings.ToLower(p), "/")
+	for i, seg := range segs {
+		seg = strings.TrimSuffix(seg, "::$data")
+		if t := strings.TrimRight(seg, ". "); t != "" {
+			seg = t
+		}
+		segs[i] = seg
+	}
+	return strings.Join(segs, "/")
+}
+
+func needsFold(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c >= 'A' && c <= 'Z', c >= 0x80, c == ':':
+			return true
+		case c == '.' || c == ' ':
+			if i+1 == len(p) || p[i+1] == '/' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func foldAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = foldPath(n)
+	}
+	return out
 }
 
 // Route returns the route for a normalised path, or nil when no sender

@@ -153,10 +153,17 @@ func siteConf(t *testing.T, c sitetest.Conf) string {
 
 func startShop(t *testing.T) *shop {
 	t.Helper()
+	return startStack(t, shopScripts, shopConfig, shopPaths)
+}
+
+// startStack is the shop's stack with other scripts, hookonce.yaml and
+// webhook locations (one per sender path) on the front.
+func startStack(t *testing.T, scripts map[string]string, config string, paths []string) *shop {
+	t.Helper()
 	t.Setenv("SITE_TEST_STRIPE_SECRET", stripeSecret)
 	s := &shop{}
 	s.site = sitetest.Start(t, sitetest.Options{
-		Scripts: shopScripts,
+		Scripts: scripts,
 		Server:  func(c sitetest.Conf) string { return siteConf(t, c) },
 	})
 	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
@@ -164,7 +171,7 @@ func startShop(t *testing.T) *shop {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	s.ho = proxytest.Start(t, store, s.site.URL, shopConfig)
+	s.ho = proxytest.Start(t, store, s.site.URL, config)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("hookonce log:\n%s", s.ho.Logs.String())
@@ -172,7 +179,7 @@ func startShop(t *testing.T) *shop {
 	})
 	s.front = sitetest.StartNginx(t, sitetest.NginxOptions{
 		HTTP: func(listen string) string {
-			return frontConf(t, listen, strings.TrimPrefix(s.ho.URL, "http://"), s.site.Root, s.site.FastCGI, shopPaths)
+			return frontConf(t, listen, strings.TrimPrefix(s.ho.URL, "http://"), s.site.Root, s.site.FastCGI, paths)
 		},
 		Files: map[string]string{"hookonce-webhook.conf": string(readFile(t, "nginx/hookonce-webhook.conf"))},
 	})

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,8 +34,13 @@ func answerTooLarge(w http.ResponseWriter, limit int64) {
 		"the body is larger than max_body ("+strconv.FormatInt(limit, 10)+" bytes)")
 }
 
-func answerBadPath(w http.ResponseWriter) {
+func answerBadPath(w http.ResponseWriter, err error) {
 	w.Header().Set("Connection", "close")
+	if errors.Is(err, contract.ErrLookalikePath) {
+		problem.Write(w, http.StatusBadRequest, "Ambiguous path",
+			"the request path differs from a webhook path only in case, trailing dots or spaces")
+		return
+	}
 	problem.Write(w, http.StatusBadRequest, "Malformed path",
 		"the request path has a malformed escape, a NUL or a .. above the root")
 }

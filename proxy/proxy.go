@@ -167,10 +167,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := p.contract.Load()
 	path, rt, err := c.Locate(r.URL.EscapedPath())
 	if err != nil {
-		// No site runs such a path, and hookonce cannot tell which script
-		// it would reach: refuse it rather than guess.
+		// No site runs such a path, or hookonce cannot tell whether it
+		// reaches a sender's script: refuse it rather than guess.
 		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
-		answerBadPath(w)
+		answerBadPath(w, err)
 		return
 	}
 	if rt == nil {
