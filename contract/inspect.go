@@ -30,6 +30,9 @@ func (c *Contract) Locate(escapedPath string) (path string, rt *Route, err error
 // its signature holds (row 2), its event id and payload hash (row 3).
 type Inspection struct {
 	Request *Request
+	// BodyErr wraps ErrUnreadableBody: the body is a form PHP parses, and
+	// hookonce cannot read it as PHP would (row 1b). No sender is chosen.
+	BodyErr error
 	Choice  Choice // Choice.Sender is nil when no sender on the route accepts it
 	SigErr  error  // nil: valid, or the sender checks no signature
 	Key     string
@@ -52,6 +55,9 @@ func (in Inspection) Unkeyed() error {
 func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte, now time.Time) Inspection {
 	StripHopByHop(r.Header)
 	in := Inspection{Request: NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))}
+	if in.BodyErr = in.Request.Unreadable(); in.BodyErr != nil {
+		return in
+	}
 	in.Choice = rt.Select(in.Request)
 	s := in.Choice.Sender
 	if s == nil {

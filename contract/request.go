@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -28,7 +30,8 @@ type Request struct {
 	Client netip.Addr
 
 	query, form *phpVar
-	request     *phpVar // query overlaid with form (FromRequest)
+	request     *phpVar  // query overlaid with form (FromRequest)
+	ambiguous   []string // top-level names $_REQUEST and $request->get() read differently
 	formErr     error
 	json        []byte // the body with repeated keys resolved to the last
 	jsonErr     error
@@ -91,6 +94,9 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		v, ok = f.lookup(name)
 		return v, ok, nil
 	case FromRequest:
+		if q.requestAmbiguous(name) {
+			return "", false, errAmbiguousRequest
+		}
 		v, ok = q.requestVars().lookup(name)
 		return v, ok, nil
 	case FromBody:
@@ -254,6 +260,9 @@ func (q *Request) Fields(src Source) (map[string]string, error) {
 		root = f
 	case FromRequest:
 		root = q.requestVars()
+		if len(q.ambiguous) > 0 {
+			return nil, errAmbiguousRequest
+		}
 	case FromBody:
 		return q.bodyFields()
 	default:
@@ -281,14 +290,46 @@ func (q *Request) requestVars() *phpVar {
 	merged := newPHPArray()
 	for k, v := range q.queryVars().arr {
 		merged.arr[k] = v
+		if isPHPInt(k) {
+			q.ambiguous = append(q.ambiguous, k)
+		}
 	}
 	if f, err := q.Form(); err == nil {
 		for k, v := range f.arr {
+			if old := merged.arr[k]; old != nil && old.arr != nil && v.arr != nil {
+				q.ambiguous = append(q.ambiguous, k)
+			} else if isPHPInt(k) {
+				q.ambiguous = append(q.ambiguous, k)
+			}
 			merged.arr[k] = v
 		}
 	}
 	q.request = merged
 	return merged
+}
+
+// errAmbiguousRequest: $_REQUEST and Bitrix's $request->get() read this
+// name differently, so no one reading is the site's. PHP fills $_REQUEST
+// by merging arrays of one name from the query and the form, where
+// array_merge (Bitrix) takes the form's whole array; and array_merge
+// renumbers integer names. Only names under such a top-level name are
+// refused.
+var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number): $_REQUEST and $request->get() differ")
+
+// requestAmbiguous reports whether the top-level name of a FromRequest
+// name is read differently by $_REQUEST and $request->get().
+func (q *Request) requestAmbiguous(name string) bool {
+	q.requestVars()
+	if len(q.ambiguous) == 0 {
+		return false
+	}
+	path := phpName(name)
+	return len(path) > 0 && slices.Contains(q.ambiguous, path[0])
+}
+
+func isPHPInt(k string) bool {
+	n, err := strconv.ParseInt(k, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == k
 }
 
 func (q *Request) bodyFields() (map[string]string, error) {

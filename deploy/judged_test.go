@@ -37,6 +37,16 @@ echo "ok\n";
 sitetest_id((string)($_POST['InvId'] ?? ''));
 echo "OK{$_POST['InvId']}\n";
 `,
+	// A callback keyed on the query, as RBS's GET callbacks are.
+	"hooks/q.php": `<?php
+sitetest_id((string)($_GET['id'] ?? ''));
+echo "OK\n";
+`,
+	// A Bitrix payment script several systems share, told apart by a field.
+	"hooks/rk.php": `<?php
+if (($_REQUEST['SHP_HANDLER'] ?? '') === 'ROBOX') { sitetest_id((string)($_REQUEST['InvId'] ?? '')); }
+echo "OK" . ($_REQUEST['InvId'] ?? '') . "\n";
+`,
 	// Reports every address the site could take for the client's.
 	"hooks/addr.php": `<?php
 $e = json_decode(file_get_contents('php://input'), true);
@@ -63,6 +73,14 @@ senders:
   - name: addr
     match: { path: /hooks/addr.php }
     key: [ { body: id } ]
+  - name: q
+    match: { method: GET, path: /hooks/q.php }
+    key: [ { query: id } ]
+  - name: robokassa
+    match: { path: /hooks/rk.php, when: [ { request: SHP_HANDLER, equals: ROBOX } ] }
+    key: [ { request: InvId } ]
+paths:
+  /hooks/rk.php: { unmatched: pass }
 `
 
 func startJudged(t *testing.T) (*sitetest.Site, *proxytest.Instance) {
@@ -156,6 +174,46 @@ func TestConnectionCannotDropAJudgedHeader(t *testing.T) {
 			t.Fatalf("ran %d times, want once", n)
 		}
 	})
+}
+
+// PHP registers the 1001st field of an urlencoded body before it stops at
+// max_input_vars; hookonce stopped at 1000. One notification padded with
+// 998 fields put SHP_HANDLER where only PHP read it: hookonce found no
+// sender (unmatched: pass) and every copy ran the payment.
+func TestPaddedFormIsReadAsPHPReadsIt(t *testing.T) {
+	site, ho := startJudged(t)
+	pad := make([]string, 0, 1001)
+	for i := range 998 {
+		pad = append(pad, fmt.Sprintf("f%d=%d", i, i))
+	}
+	body := strings.Join(append(pad, "OutSum=10", "InvId=77", "SHP_HANDLER=ROBOX"), "&")
+	for i := range 4 {
+		if r := sendRawForm(t, ho.URL, "127.0.0.3", "/hooks/rk.php", body, nil); r.status != 200 || r.body != "OK77\n" {
+			t.Fatalf("copy %d: %d %q", i, r.status, r.body)
+		}
+	}
+	if n := len(runsOf(t, site, "77")); n != 1 {
+		t.Fatalf("the payment ran %d times, want once", n)
+	}
+}
+
+// Go's ReverseProxy re-encodes a query net/url cannot parse, dropping the
+// fields it cannot read: hookonce keyed "?id=7&id=%" on "%" (PHP reads
+// the last id, a stray % kept) while the site got "?id=7". Two such
+// spellings and the genuine callback ran event 7 three times.
+func TestTheSiteGetsTheJudgedQuery(t *testing.T) {
+	site, ho := startJudged(t)
+	for _, q := range []string{"id=7&id=%", "id=7&id=%zz", "id=7"} {
+		if r := send(t, ho.URL, "127.0.0.3", "GET", "/hooks/q.php?"+q, ""); r.status != 200 {
+			t.Fatalf("?%s: %d %q", q, r.status, r.body)
+		}
+	}
+	if n := len(runsOf(t, site, "7")); n != 1 {
+		t.Fatalf("event 7 ran %d times, want once", n)
+	}
+	if n := len(runsOf(t, site, "%")) + len(runsOf(t, site, "%zz")); n != 2 {
+		t.Fatalf("the site read the ids hookonce keyed on %d times, want 2", n)
+	}
 }
 
 func TestOneAddressForTheSite(t *testing.T) {

@@ -52,6 +52,12 @@ func answerBodyUnread(w http.ResponseWriter, status int) {
 	problem.Write(w, status, http.StatusText(status), "the request body could not be read whole; the delivery was not passed on")
 }
 
+// answerUnreadable: the body is a form PHP would parse in a way hookonce
+// cannot reproduce: refused, rather than judged on what hookonce could read.
+func answerUnreadable(w http.ResponseWriter, reason string) {
+	problem.Write(w, http.StatusBadRequest, "Body not readable as the site reads it", reason)
+}
+
 func answerOverloaded(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
 	problem.Write(w, http.StatusServiceUnavailable, "Too many deliveries at once",

@@ -234,6 +234,13 @@ func isTimeout(err error) bool {
 func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(upstream)
+		// ReverseProxy re-encodes a query that net/url cannot parse (a
+		// stray "%", ";"), dropping and reordering fields: the site would
+		// read another query than the one judged. Send it as it came.
+		pr.Out.URL.RawQuery = upstream.RawQuery + pr.In.URL.RawQuery
+		if upstream.RawQuery != "" && pr.In.URL.RawQuery != "" {
+			pr.Out.URL.RawQuery = upstream.RawQuery + "&" + pr.In.URL.RawQuery
+		}
 		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
 		// The site learns the client's address from hookonce alone (trap
 		// 23): every header a site or a PHP library reads it from is

@@ -111,7 +111,14 @@ func New(o Options) (*Proxy, error) {
 	}
 	client := func(r *http.Request) (string, bool) {
 		c := p.contract.Load()
-		addr := c.ClientAddr(r.RemoteAddr, r.Header)
+		// The address is judged on the headers the site gets: a trusted
+		// proxy's X-Real-IP that the Connection list drops does not count.
+		h := r.Header
+		if len(h["Connection"]) > 0 {
+			h = h.Clone()
+			contract.StripHopByHop(h)
+		}
+		addr := c.ClientAddr(r.RemoteAddr, h)
 		if !addr.IsValid() {
 			return peerIP(r.RemoteAddr), false
 		}
@@ -363,6 +370,20 @@ func (d *delivery) serve() {
 	// by the contract, as `hookonce check --request` shows them.
 	in := d.c.Inspect(d.rt, r, d.path, body, d.p.now())
 	d.req = in.Request
+	// 1b. A form the site would read otherwise than hookonce can: judging
+	// it on a partial reading is how a bypass starts. Refused whatever
+	// unmatched says; shadow mode forwards it, logged.
+	if in.BodyErr != nil {
+		d.choose(d.firstCandidate())
+		if d.s.Shadow() {
+			d.done(OutcomeBadRequest, 0, "reason", in.BodyErr.Error())
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", in.BodyErr.Error())
+		answerUnreadable(w, in.BodyErr.Error())
+		return
+	}
 	if in.Choice.Sender == nil {
 		d.unmatched(body, strings.Join(in.Choice.Why, "; "))
 		return

@@ -88,6 +88,11 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 		return nil
 	}
 	in := ct.Inspect(rt, r, path, body, now)
+	if in.BodyErr != nil {
+		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.Path, in.BodyErr)
+		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
+		return nil
+	}
 	route := func() {
 		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
 		for _, why := range in.Choice.Why {
