@@ -6,8 +6,59 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"sort"
 	"strings"
 )
+
+// RequestHash is the payload hash of a delivery as the site reads it. It
+// is PayloadHash of the body, and, when the query carries the payload —
+// the request has no body (a GET callback), or the sender's key reads the
+// query or $_REQUEST — the query too, in a canonical form (PHP's reading
+// of it, fields sorted by name): a re-signed GET with another amount under
+// one InvId is a conflict, not a replay. A request with an empty query
+// hashes as before.
+//
+// legacy is the hash as hookonce computed it before the query counted
+// (the body alone), returned when it differs from hash: a record stored by
+// an older hookonce holds that form, and a retry of its event must still
+// be recognised as a duplicate (the proxy claims again with legacy when
+// hash conflicts). "" when the two are equal.
+func (s *Sender) RequestHash(req *Request) (hash, legacy string, err error) {
+	body, err := s.PayloadHash(req.Body)
+	if err != nil {
+		return "", "", err
+	}
+	if len(req.Body) > 0 && !s.keyReadsQuery() {
+		return body, "", nil
+	}
+	q := canonicalQuery(req.queryVars())
+	if q == "" {
+		return body, "", nil
+	}
+	sum := sha256.Sum256([]byte("hookonce-hash-v2\x00" + body + "\x00" + q))
+	return hex.EncodeToString(sum[:]), body, nil
+}
+
+func (s *Sender) keyReadsQuery() bool {
+	for _, k := range s.Keys {
+		if k.Source == FromQuery || k.Source == FromRequest {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalQuery is the query as PHP holds it, independent of the order
+// and spelling of its fields: name=value pairs by PHP name, escaped, sorted.
+func canonicalQuery(v *phpVar) string {
+	var pairs []string
+	v.each("", func(name, val string) {
+		pairs = append(pairs, url.QueryEscape(name)+"="+url.QueryEscape(val))
+	})
+	sort.Strings(pairs)
+	return strings.Join(pairs, "&")
+}
 
 // PayloadHash returns the lowercase hex SHA-256 that decides "same payload":
 // of the raw body, or with hash: json of its canonical form (sorted keys, no

@@ -38,7 +38,10 @@ type Inspection struct {
 	Key     string
 	KeyErr  error // wraps ErrMissingKey or ErrBadKey
 	Hash    string
-	HashErr error // hash: json on a body that is not JSON
+	// LegacyHash is the hash an older hookonce stored for this payload,
+	// when it differs from Hash (see Sender.RequestHash).
+	LegacyHash string
+	HashErr    error // hash: json on a body that is not JSON
 }
 
 // Unkeyed is why the event cannot be claimed: no usable key, or no hash.
@@ -65,7 +68,7 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 	}
 	in.SigErr = s.Verify(in.Request, now)
 	in.Key, in.KeyErr = s.Key(in.Request)
-	in.Hash, in.HashErr = s.PayloadHash(body)
+	in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
 	return in
 }
 

@@ -182,7 +182,7 @@ func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (
 		by: dedupe.AttemptByOperator, body: rec.RequestBody, key: key}
 	path, _ := contract.NormalizePath(r.URL.EscapedPath())
 	d.req = contract.NewRequest(r, path, rec.RequestBody, c.ClientAddr(r.RemoteAddr, r.Header))
-	if d.hash, err = s.PayloadHash(rec.RequestBody); err != nil {
+	if d.hash, d.legacyHash, err = s.RequestHash(d.req); err != nil {
 		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, err)
 	}
 	d.claimLoop()

@@ -259,11 +259,15 @@ type delivery struct {
 	log   *slog.Logger
 	start time.Time
 
-	body     []byte
-	key      string
-	hash     string
-	owner    string
-	takeover bool
+	body []byte
+	key  string
+	hash string
+	// legacyHash is the payload hash an older hookonce stored for this
+	// payload, when it differs from hash: claimed with once more when hash
+	// conflicts, so an event stored before an upgrade stays a duplicate.
+	legacyHash string
+	owner      string
+	takeover   bool
 
 	upstreamStatus int
 	upstreamTime   time.Duration
@@ -462,7 +466,7 @@ func (d *delivery) decide(in contract.Inspection) {
 		answerMissingKey(w, err.Error())
 		return
 	}
-	d.key, d.hash = in.Key, in.Hash
+	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
 	d.claimLoop()
 }
 
@@ -489,6 +493,12 @@ func (d *delivery) claimLoop() {
 		if err != nil {
 			d.storeDown(err)
 			return
+		}
+		if res.Outcome == dedupe.Conflicting && d.legacyHash != "" && res.Record.PayloadHash == d.legacyHash {
+			// Stored by a hookonce whose hash did not cover the query:
+			// the same payload in the old form. Claim in that form.
+			d.hash, d.legacyHash = d.legacyHash, ""
+			continue
 		}
 		dec := decideClaim(s, res, time.Now().Before(deadline))
 		var attrs []any
