@@ -354,7 +354,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 		if s != nil {
 			c.Senders = append(c.Senders, s)
 			c.router.add(s)
-			if w := s.retryWindowWarning(); w != "" {
+			for _, w := range s.warnings() {
 				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: sender %q: %s", name, s.Name, w))
 			}
 		}
@@ -533,6 +533,8 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			}
 			sigCfg = p.Signature.merge(sf.Signature)
 			s.Success = p.Success
+			s.presetMethods = p.Methods
+			s.PassUnkeyed = p.PassUnkeyed
 		}
 	}
 	if sf.Success != nil {
@@ -544,6 +546,9 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	switch m := strings.ToUpper(strings.TrimSpace(sf.Match.Method)); m {
 	case "":
 		s.Methods = []string{http.MethodPost}
+		if len(s.presetMethods) > 0 {
+			s.Methods = append([]string(nil), s.presetMethods...)
+		}
 	case "*", "ANY":
 		s.Methods = nil
 	default:
@@ -592,6 +597,12 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	}
 
 	probs = append(probs, s.apply(&sf.policyFile)...)
+	// A ttl the file leaves alone covers the preset's retry window, so a
+	// config that sets none never warns (Standard Webhooks' 75h is more
+	// than the built-in 72h).
+	if !s.ownTTL && s.TTL < s.RetryWindow {
+		s.TTL = s.RetryWindow
+	}
 
 	if sigCfg != nil {
 		v, sigProbs := compileSignature(*sigCfg, dir)
@@ -621,6 +632,9 @@ func (s *Sender) apply(pf *policyFile) []Problem {
 		*dst = time.Duration(*v)
 	}
 	dur("ttl", &s.TTL, pf.TTL, time.Second)
+	if pf.TTL != nil {
+		s.ownTTL = true
+	}
 	dur("lease", &s.Lease, pf.Lease, 300*time.Millisecond)
 	dur("upstream_timeout", &s.UpstreamTimeout, pf.UpstreamTimeout, 10*time.Millisecond)
 	dur("store_timeout", &s.StoreTimeout, pf.StoreTimeout, 10*time.Millisecond)

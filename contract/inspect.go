@@ -72,9 +72,10 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 	return in
 }
 
-// Forwardable reports whether a request whose key could not be read may
-// still go to the site without dedupe (missing_key: pass, or shadow mode):
-// never for a key no event id should hold.
-func (s *Sender) Forwardable(keyErr error) bool {
-	return !errors.Is(keyErr, ErrBadKey) && (s.MissingKey == MissingPass || s.Shadow())
+// Forwardable reports whether req, whose key could not be read (keyErr),
+// may still go to the site without dedupe (missing_key: pass, one of the
+// preset's unkeyed shapes, or shadow mode): never for a key no event id
+// should hold.
+func (s *Sender) Forwardable(keyErr error, req *Request) bool {
+	return !errors.Is(keyErr, ErrBadKey) && (s.MissingKey == MissingPass || s.PassesUnkeyed(req) || s.Shadow())
 }

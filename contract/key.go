@@ -18,6 +18,15 @@ type KeyPart struct {
 	Name   string // header name, JSON path, query or form field
 	// Fallback is tried when Name is absent (a preset's second header).
 	Fallback string
+	// When makes the part conditional: it is read only when every
+	// condition holds, and is empty otherwise. Optional makes an absent
+	// or empty value an empty part instead of a missing key. Presets use
+	// both for what only some notifications carry (a refund's amount, a
+	// receipt's number), so the notifications that lack it keep the key
+	// they had: empty conditional or optional parts at the end are
+	// dropped (see Key).
+	When     []Condition
+	Optional bool
 }
 
 func (k KeyPart) String() string {
@@ -25,8 +34,22 @@ func (k KeyPart) String() string {
 	if k.Fallback != "" {
 		s += " (or " + k.Fallback + ")"
 	}
+	if k.Optional {
+		s += " if present"
+	}
+	for i, c := range k.When {
+		if i == 0 {
+			s += " when "
+		} else {
+			s += " and "
+		}
+		s += c.String()
+	}
 	return s
 }
+
+// omissible reports whether the part may come out empty.
+func (k KeyPart) omissible() bool { return k.Optional || len(k.When) > 0 }
 
 func compileKeyPart(kf keyPartFile) (KeyPart, error) {
 	var parts []KeyPart
@@ -64,16 +87,32 @@ const maxKeyPart = 512
 // different lists of parts make one key (trap 22 in ARCHITECTURE.md). An
 // absent part gives an error wrapping ErrMissingKey, an unusable one
 // ErrBadKey; neither quotes the body.
+//
+// A conditional or optional part that comes out empty is an empty part;
+// such parts at the end are dropped, so "pay:CONFIRMED" stays the key of a
+// notification that carries no refund amount. Dropping only trailing
+// empty parts of a fixed list keeps the join one-to-one: a key still
+// splits back (on unescaped ":") into exactly one list of parts.
 func (s *Sender) Key(req *Request) (string, error) {
-	if len(s.Keys) == 1 {
+	if len(s.Keys) == 1 && !s.Keys[0].omissible() {
 		return s.Keys[0].extract(req)
 	}
-	var b strings.Builder
-	for i, k := range s.Keys {
+	vals := make([]string, 0, len(s.Keys))
+	for _, k := range s.Keys {
 		v, err := k.extract(req)
 		if err != nil {
 			return "", err
 		}
+		vals = append(vals, v)
+	}
+	for len(vals) > 1 && vals[len(vals)-1] == "" && s.Keys[len(vals)-1].omissible() {
+		vals = vals[:len(vals)-1]
+	}
+	if len(vals) == 1 && vals[0] == "" {
+		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, s.Keys[0])
+	}
+	var b strings.Builder
+	for i, v := range vals {
 		if i > 0 {
 			b.WriteByte(':')
 		}
@@ -88,12 +127,20 @@ func (s *Sender) Key(req *Request) (string, error) {
 }
 
 func (k KeyPart) extract(req *Request) (string, error) {
+	for _, c := range k.When {
+		if !c.Holds(req) {
+			return "", nil
+		}
+	}
 	v, ok, err := req.Value(k.Source, k.Name)
 	if err == nil && (!ok || v == "") && k.Fallback != "" {
 		v, ok, err = req.Value(k.Source, k.Fallback)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %v", ErrMissingKey, k, err)
+	}
+	if (!ok || v == "") && k.Optional {
+		return "", nil
 	}
 	if !ok || v == "" {
 		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, k)

@@ -1,16 +1,46 @@
 package contract
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 // preset is what naming a well-known sender fills in: where its event id
-// lives, how it signs, and how long it keeps retrying. It adds no match
-// condition, and every field the sender sets itself wins.
+// lives, how it signs, how long it keeps retrying, and the methods it
+// calls back with. It adds no match condition, and every field the sender
+// sets itself wins.
 type preset struct {
 	Keys        []KeyPart
 	Signature   SignatureConfig
 	RetryWindow time.Duration
 	Success     *Success // nil: every final status is a success
+	// Methods the provider is documented to call back with; nil: POST.
+	// They are the sender's match.method unless the file names one, and
+	// check warns when the file's excludes one of them.
+	Methods []string
+	// PassUnkeyed names the provider's genuine messages that carry no
+	// event id (a handshake, an install event): a delivery whose key is
+	// missing and that matches one of these shapes (all conditions of
+	// one entry hold) goes to the site without dedupe, logged and
+	// counted as outcome passthrough, as missing_key: pass would. Any
+	// other unkeyed delivery is still missing_key's. The signature is
+	// checked first, as for every delivery.
+	PassUnkeyed [][]Condition
 }
+
+// cond builds a preset's condition (a literal, so it cannot fail).
+func cond(src Source, name, equals, matches string, present *bool) Condition {
+	c := Condition{Source: src, Name: name, Present: present}
+	if equals != "" {
+		c.Equals = &equals
+	}
+	if matches != "" {
+		c.Matches = regexp.MustCompile(matches)
+	}
+	return c
+}
+
+var yes = func() *bool { b := true; return &b }()
 
 // presets by name. Each one carries its signature scheme, so a preset
 // sender without a secret is a config error rather than an unchecked door.
@@ -24,6 +54,10 @@ type preset struct {
 //     after about 28 hours; the design asks for ≈75h to cover senders that
 //     stretch it and manual replays.
 //   - Slack retries 3 times: at once, after 1 and after 5 minutes.
+//
+// The built-in ttl (DefaultTTL) is at least every preset's window, and a
+// sender whose file sets no ttl gets at least its preset's window, so a
+// config that leaves ttl alone never warns.
 var presets = map[string]preset{
 	"stripe": {
 		Keys:        []KeyPart{{Source: FromBody, Name: "id"}},
@@ -45,10 +79,24 @@ var presets = map[string]preset{
 		Signature:   SignatureConfig{Scheme: SchemeStandardWebhooks},
 		RetryWindow: 75 * time.Hour,
 	},
+	// Slack: Events API callbacks carry event_id. The URL verification
+	// handshake (type url_verification, answered with its challenge) and
+	// app_rate_limited carry none; interactivity payloads (a form with
+	// payload=<JSON>) and slash commands (a form with command=/…) are
+	// signed the same way and carry none either, and Slack does not retry
+	// them. Those shapes go to the site undeduplicated (api.slack.com:
+	// "url_verification event", "Rate limiting: app_rate_limited",
+	// "Handling user interaction", "Slash commands").
 	"slack": {
 		Keys:        []KeyPart{{Source: FromBody, Name: "event_id"}},
 		Signature:   SignatureConfig{Scheme: SchemeSlack},
 		RetryWindow: 10 * time.Minute,
+		PassUnkeyed: [][]Condition{
+			{cond(FromBody, "type", "url_verification", "", nil)},
+			{cond(FromBody, "type", "app_rate_limited", "", nil)},
+			{cond(FromForm, "payload", "", "", yes)},
+			{cond(FromForm, "command", "", "", yes)},
+		},
 	},
 	// The generic scheme as a preset: the sender names the header (and
 	// encoding, prefix) and its own key.
@@ -68,16 +116,20 @@ var presets = map[string]preset{
 // query, then the form), so hookonce and the site agree on the event.
 
 // robokassa: the Result URL notification, sent once a payment succeeded,
-// by POST or GET as the merchant chose. SignatureValue is
-// MD5("OutSum:InvId:Password2[:Shp_k=v…]") with every Shp_ parameter
-// sorted by name in byte order (Bitrix's handler ksorts them; Bitrix names
-// them SHP_…, so the prefix is matched in any case), hex in either case.
-// The merchant may switch the algorithm to SHA-256 or others in the
-// Robokassa account: set signature.algorithm to match. The site answers
-// OK<InvId> once it applied the payment; anything else is not a success.
-// Retry window: Robokassa documents none here, so none is assumed.
+// by POST or GET as the merchant chose (both are accepted). It is the
+// only notification Robokassa sends a Bitrix shop: refunds and receipts
+// are requests the shop makes, not callbacks to ResultURL, so InvId alone
+// names the event. SignatureValue is MD5("OutSum:InvId:Password2[:Shp_k=v…]")
+// with every Shp_ parameter sorted by name in byte order (Bitrix's handler
+// ksorts them; Bitrix names them SHP_…, so the prefix is matched in any
+// case), hex in either case. The merchant may switch the algorithm to
+// SHA-256 or others in the Robokassa account: set signature.algorithm to
+// match. The site answers OK<InvId> once it applied the payment; anything
+// else is not a success. Retry window: Robokassa documents none here, so
+// none is assumed.
 var robokassa = preset{
-	Keys: []KeyPart{{Source: FromRequest, Name: "InvId"}},
+	Keys:    []KeyPart{{Source: FromRequest, Name: "InvId"}},
+	Methods: []string{"GET", "POST"},
 	Signature: SignatureConfig{
 		Scheme: SchemeDigest, Algorithm: "md5", Encoding: encHex,
 		Message: &MessageConfig{
@@ -93,8 +145,10 @@ var robokassa = preset{
 // yookassa: JSON notifications that carry no signature; YooKassa publishes
 // the networks it sends from (its webhook documentation; the official PHP
 // SDK's SecurityHelper lists the same IPv4 ranges and four /64s inside
-// 2a02:5180::/32). One payment sends several events (waiting_for_capture,
-// then succeeded), so the event is part of the key. YooKassa resends a
+// 2a02:5180::/32). One payment sends several events
+// (payment.waiting_for_capture, payment.succeeded, payment.canceled), so
+// the event is part of the key; refund.succeeded carries the refund's own
+// object.id, so every partial refund is its own event. YooKassa resends a
 // notification it got no 200 for over 24 hours.
 var yookassa = preset{
 	Keys: []KeyPart{{Source: FromBody, Name: "object.id"}, {Source: FromBody, Name: "event"}},
@@ -111,11 +165,37 @@ var yookassa = preset{
 // whose Token is SHA-256 of the values of the root's scalar fields plus
 // Password, sorted by name and concatenated; nested objects and arrays are
 // left out, booleans are "true"/"false". T-Bank sends lower-case hex and
-// its SDKs compare exactly. One payment notifies each status (AUTHORIZED,
-// CONFIRMED, REFUNDED, …), so the status is part of the key; the site
-// answers OK. Retry window: not in the documentation stored here, so none.
+// its SDKs compare exactly; the site answers OK.
+//
+// What T-Bank's API (its OpenAPI, /v2/Notification) notifies, and what
+// tells the notifications apart:
+//   - a payment's statuses (AUTHORIZED, CONFIRMED, REVERSED, REFUNDED,
+//     REJECTED, …): PaymentId and Status;
+//   - partial refunds and reversals: /v2/Cancel with an Amount moves a
+//     payment to PARTIAL_REFUNDED (or PARTIAL_REVERSED) once per call, and
+//     the notifications differ only in their Amount, so for those two
+//     statuses the Amount is part of the key;
+//   - receipts (NotificationFiscalization, Status RECEIPT): one per
+//     fiscal document of the payment (the payment's, each refund's), told
+//     apart by FiscalDocumentNumber, part of the key for RECEIPT;
+//   - card (AttachCard) notifications carry a PaymentId; QR account
+//     linking (NotificationQr, ACTIVE or INACTIVE) carries none, only its
+//     RequestKey, which stands in for it.
+//
+// The conditional parts are left out when empty, so the key of every
+// other notification is PaymentId:Status as before. T-Bank resends a
+// notification not answered OK every hour for 24 hours (the
+// notification section; its introduction adds "then once a day for a
+// month", which ttl can cover where that matters).
 var tbank = preset{
-	Keys: []KeyPart{{Source: FromBody, Name: "PaymentId"}, {Source: FromBody, Name: "Status"}},
+	Keys: []KeyPart{
+		{Source: FromBody, Name: "PaymentId", Fallback: "RequestKey"},
+		{Source: FromBody, Name: "Status"},
+		{Source: FromBody, Name: "Amount", Optional: true,
+			When: []Condition{cond(FromBody, "Status", "", "^PARTIAL_(REFUNDED|REVERSED)$", nil)}},
+		{Source: FromBody, Name: "FiscalDocumentNumber", Optional: true,
+			When: []Condition{cond(FromBody, "Status", "RECEIPT", "", nil)}},
+	},
 	Signature: SignatureConfig{
 		Scheme: SchemeDigest, Algorithm: "sha256", Encoding: encHexLower,
 		Message: &MessageConfig{Fields: &FieldsConfig{
@@ -124,17 +204,24 @@ var tbank = preset{
 		}},
 		From: []keyPartFile{{Body: "Token"}},
 	},
-	Success: &Success{Body: mustTemplate("OK")},
+	RetryWindow: 24 * time.Hour,
+	Success:     &Success{Body: mustTemplate("OK")},
 }
 
-// cloudpayments: check, pay, fail (and confirm, refund) notifications,
-// form-encoded by default, each with Content-HMAC: base64 HMAC-SHA256 of
-// the raw body under the API secret (X-Content-HMAC, its twin, is checked
-// only when Content-HMAC is missing). The notification type is not in the
-// body: Bitrix's module tells them apart by the action query parameter of
-// sale_ps_result.php?action=check|pay|fail, so the merchant's notification
-// URLs must carry action, and the key holds it; action is not covered by
-// the HMAC. The site answers {"code":0} when it accepted the notification.
+// cloudpayments: the notifications the official Bitrix module
+// (cloudpayments/CMS-Bitrix-CP, handler.php processRequest) handles, each
+// on its own URL sale_ps_result.php?action=…: check (before the charge),
+// pay (charged, or authorized in two stages), fail, confirm (a two-stage
+// payment captured: marks it paid), refund and cancel (a hold voided).
+// They are form-encoded by default, each with Content-HMAC: base64
+// HMAC-SHA256 of the raw body under the API secret (X-Content-HMAC, its
+// twin, is checked only when Content-HMAC is missing). The notification
+// type is not in the body, so the merchant's notification URLs must carry
+// action, and the key holds it; action is not covered by the HMAC. Every
+// notification but refund names the payment's TransactionId; a refund's
+// TransactionId is the refund's own (the module compares the payment's
+// with PaymentTransactionId), so each partial refund is its own event.
+// The site answers {"code":0} when it accepted the notification.
 // Retry window: not in the documentation stored here, so none.
 var cloudpayments = preset{
 	Keys: []KeyPart{{Source: FromForm, Name: "TransactionId"}, {Source: FromQuery, Name: "action"}},
@@ -147,17 +234,25 @@ var cloudpayments = preset{
 }
 
 // rbs: callbacks of the RBS gateway that Sberbank, Alfa-Bank and others
-// run, by GET or POST. checksum is upper-case hex HMAC-SHA256 of every
-// parameter but checksum and sign_alias, sorted by name, as
-// "name;value;" concatenated; it is compared in either case. An order
-// sends one callback per operation (approved, deposited, reversed,
-// refunded) and outcome (status 1 or 0), so both are in the key. The
-// gateway retries every 30 seconds until 3 attempts failed (per merchant,
-// adjustable by the bank).
+// run, by GET or POST (the gateway's callback documentation: "POST and
+// GET requests can be sent"; Bitrix's SberbankOnlineHandler reads them
+// with $request->get()). checksum is upper-case hex HMAC-SHA256 of every
+// parameter but checksum and sign_alias, sorted by name, as "name;value;"
+// concatenated; it is compared in either case. An order sends one
+// callback per operation (approved, deposited, reversed, refunded,
+// declinedByTimeout, …) and outcome (status 1 or 0), so both are in the
+// key. refunded comes once per partial refund of one mdOrder, and a
+// partial reversal likewise: for those two operations the amount the
+// callback carries is part of the key too (left out when empty, so other
+// callbacks keep mdOrder:operation:status). The gateway retries every 30
+// seconds until 3 attempts failed (per merchant, adjustable by the bank).
 var rbs = preset{
 	Keys: []KeyPart{
 		{Source: FromRequest, Name: "mdOrder"}, {Source: FromRequest, Name: "operation"}, {Source: FromRequest, Name: "status"},
+		{Source: FromRequest, Name: "amount", Optional: true,
+			When: []Condition{cond(FromRequest, "operation", "", "^(refunded|reversed)$", nil)}},
 	},
+	Methods: []string{"GET", "POST"},
 	Signature: SignatureConfig{
 		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encHex,
 		Message: &MessageConfig{Fields: &FieldsConfig{
@@ -175,9 +270,12 @@ var rbs = preset{
 // ID and the event's ts (Unix seconds): without ts every later change of
 // the same deal would be a duplicate; with it, two changes of one entity
 // in the same second are one execution, which suffices for a handler that
-// reads the entity's current state through REST. Events without
-// data[FIELDS][ID] (ONAPPINSTALL …) need a key of their own. Bitrix24
-// does not resend a failed event, so there is no retry window.
+// reads the entity's current state through REST. The application's own
+// lifecycle events carry no data[FIELDS][ID] (ONAPPINSTALL,
+// ONAPPUNINSTALL, ONAPPUPDATE, ONAPPPAYMENT, ONAPPTEST) nor does
+// ONOFFLINEEVENT (offline events waiting to be fetched): they go to the
+// site undeduplicated. Bitrix24 does not resend a failed event, so there
+// is no retry window.
 var bitrix24 = preset{
 	Keys: []KeyPart{
 		{Source: FromForm, Name: "event"}, {Source: FromForm, Name: "data[FIELDS][ID]"}, {Source: FromForm, Name: "ts"},
@@ -185,6 +283,9 @@ var bitrix24 = preset{
 	Signature: SignatureConfig{
 		Scheme: SchemeToken,
 		From:   []keyPartFile{{Form: "auth[application_token]"}},
+	},
+	PassUnkeyed: [][]Condition{
+		{cond(FromForm, "event", "", "^(?i:ONAPPINSTALL|ONAPPUNINSTALL|ONAPPUPDATE|ONAPPPAYMENT|ONAPPTEST|ONOFFLINEEVENT)$", nil)},
 	},
 }
 

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -17,15 +18,19 @@ type Sender struct {
 	RetryWindow    time.Duration
 	ownRetryWindow bool // set by the file (defaults or the sender), not a preset
 
-	Methods []string    // upper case; [POST] when the file names none; nil for any
+	Methods []string    // upper case; the preset's, else [POST], when the file names none; nil for any
 	Path    string      // as the site runs it: exact, or a prefix when it ends in *
 	When    []Condition // all must hold (match.when)
+	// presetMethods are the methods the preset's provider is documented
+	// to use (check warns when Methods excludes one).
+	presetMethods []string
 
 	Keys   []KeyPart // joined with ":" in order
 	Hash   HashMode  // HashRaw or HashJSON
 	Ignore []string  // JSON paths dropped before a HashJSON hash
 
 	TTL             time.Duration
+	ownTTL          bool          // set by the file (defaults or the sender)
 	Lease           time.Duration // renewed every Lease/3 while the site works
 	UpstreamTimeout time.Duration
 	StoreTimeout    time.Duration
@@ -35,6 +40,9 @@ type Sender struct {
 	StoreRequestBody bool
 	InProgress       InProgressPolicy
 	MissingKey       MissingKeyPolicy
+	// PassUnkeyed: the preset's shapes of genuine messages without an
+	// event id, passed to the site without dedupe (see PassesUnkeyed).
+	PassUnkeyed      [][]Condition
 	OnStoreError     StoreErrPolicy
 	Ambiguous        AmbiguousPolicy
 	Mode             Mode
@@ -78,12 +86,46 @@ func (s *Sender) Verify(req *Request, now time.Time) error {
 	return s.verifier.Verify(req, now)
 }
 
-func (s *Sender) retryWindowWarning() string {
-	if s.RetryWindow > 0 && s.TTL < s.RetryWindow {
-		return "ttl " + s.TTL.String() + " is shorter than the " + s.Preset +
-			" retry window " + s.RetryWindow.String() + ": a late retry would be processed again"
+// PassesUnkeyed reports whether req has one of the shapes the preset
+// names as a genuine message without an event id (every condition of
+// one entry holds).
+func (s *Sender) PassesUnkeyed(req *Request) bool {
+	for _, shape := range s.PassUnkeyed {
+		all := len(shape) > 0
+		for _, c := range shape {
+			if !c.Holds(req) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
 	}
-	return ""
+	return false
+}
+
+// warnings are what check and serve print for a valid sender: a ttl
+// shorter than the preset's retry window, a match.method that leaves out
+// a method the preset's provider calls back with.
+func (s *Sender) warnings() []string {
+	var out []string
+	if s.RetryWindow > 0 && s.TTL < s.RetryWindow {
+		out = append(out, "ttl "+s.TTL.String()+" is shorter than the "+s.Preset+
+			" retry window "+s.RetryWindow.String()+": a late retry would be processed again")
+	}
+	var missing []string
+	for _, m := range s.presetMethods {
+		if !s.acceptsMethod(m) {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		out = append(out, "match.method "+strings.Join(s.Methods, ",")+" leaves out "+strings.Join(missing, ",")+
+			", which "+s.Preset+" is documented to call back with: those callbacks would get 405 (write match.method: "+
+			strings.Join(s.presetMethods, ",")+", or leave it out)")
+	}
+	return out
 }
 
 // DefaultUnretriedAfter judges events of senders whose retry window is

@@ -453,8 +453,8 @@ func (d *delivery) decide(in contract.Inspection) {
 	// 3. Key and payload hash. A key no event id should hold (control
 	// characters, invalid UTF-8) is refused whatever missing_key says.
 	if err := in.Unkeyed(); err != nil {
-		if s.Forwardable(err) {
-			if s.MissingKey == contract.MissingPass {
+		if s.Forwardable(err, in.Request) {
+			if s.MissingKey == contract.MissingPass || s.PassesUnkeyed(in.Request) {
 				d.done(OutcomePassthrough, 0, "reason", err.Error())
 			} else {
 				d.done(OutcomeMissingKey, 0, "reason", err.Error())

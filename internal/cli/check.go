@@ -110,7 +110,11 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
 	if in.KeyErr != nil {
-		fmt.Fprintf(out, "key: missing: %s (missing_key: %s)\n", strings.TrimPrefix(in.KeyErr.Error(), contract.ErrMissingKey.Error()+": "), s.MissingKey)
+		policy := "missing_key: " + string(s.MissingKey)
+		if s.Forwardable(in.KeyErr, in.Request) && s.PassesUnkeyed(in.Request) {
+			policy = "a " + s.Preset + " message without an event id: passed to the site without dedupe"
+		}
+		fmt.Fprintf(out, "key: missing: %s (%s)\n", strings.TrimPrefix(in.KeyErr.Error(), contract.ErrMissingKey.Error()+": "), policy)
 	} else {
 		fmt.Fprintf(out, "key: %s\n", in.Key)
 	}

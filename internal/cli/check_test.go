@@ -78,6 +78,21 @@ func TestCheckConfig(t *testing.T) {
 	write("stripe.secret", "whsec_do_not_print_me\n")
 	noEnv := write("noenv.yaml", "senders:\n  - name: gh\n    preset: github\n    match: {path: /gh}\n    signature:\n      secret_env: HOOKONCE_TEST_UNSET_SECRET\n")
 	yamlErr := write("broken.yaml", "senders:\n  - name: a\n    match: {path: /a\n")
+	tbankShort := write("tbank.yaml", "senders:\n  - name: tbank\n    preset: tbank\n    ttl: 2h\n    match: {path: /tb}\n    signature: {secret_file: stripe.secret}\n")
+	// Every preset with nothing but what it needs: no ttl, no method.
+	var presetsOnly strings.Builder
+	presetsOnly.WriteString("senders:\n")
+	names := []string{"stripe", "github", "shopify", "standard-webhooks", "slack", "robokassa", "yookassa", "tbank", "cloudpayments", "rbs", "bitrix24"}
+	for _, p := range names {
+		presetsOnly.WriteString("  - {name: " + p + ", preset: " + p + ", match: {path: /" + p + "}")
+		if p != "yookassa" {
+			presetsOnly.WriteString(", signature: {secret_file: whsec.secret}")
+		}
+		presetsOnly.WriteString("}\n")
+	}
+	defaultPresets := write("presets.yaml", presetsOnly.String())
+	write("whsec.secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")
+	const example = "../../hookonce.example.yaml"
 
 	tests := []struct {
 		name       string
@@ -93,6 +108,13 @@ func TestCheckConfig(t *testing.T) {
 			short + ": ok, 1 sender(s): stripe\n",
 			[]string{"warning: " + short + `: sender "stripe": ttl 1h0m0s is shorter than the stripe retry window 72h0m0s`},
 			[]string{"do_not_print_me"}},
+		{"tbank with a ttl under its 24h window warns", []string{"--config", tbankShort}, 0,
+			tbankShort + ": ok, 1 sender(s): tbank\n",
+			[]string{"warning: " + tbankShort + `: sender "tbank": ttl 2h0m0s is shorter than the tbank retry window 24h0m0s`}, nil},
+		{"every preset with default ttl and methods checks without warnings", []string{"--config", defaultPresets}, 0,
+			defaultPresets + ": ok, 11 sender(s): " + strings.Join(names, ", ") + "\n", nil, []string{"warning"}},
+		{"the shipped example checks without warnings", []string{"--config", example}, 0,
+			example + ": ok, 2 sender(s): shop, payments\n", nil, []string{"warning"}},
 		{"invalid names file, line, sender, field", []string{"--config", "../../contract/testdata/invalid.yaml"}, 2, "",
 			[]string{`../../contract/testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
 				`../../contract/testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`}, nil},

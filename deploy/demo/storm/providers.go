@@ -284,27 +284,34 @@ func tbankToken(fields map[string]any, password string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// CloudPayments: a Check before the charge and a Pay after it, each a form
-// POST on the dispatcher with ?action=, signed in Content-HMAC (base64
-// HMAC-SHA256 of the raw body under the API secret). It retries until the
-// answer is {"code":0}.
+// CloudPayments: form POSTs on the dispatcher with ?action=, signed in
+// Content-HMAC (base64 HMAC-SHA256 of the raw body under the API secret),
+// retried until the answer is {"code":0}. Every action the official
+// Bitrix module handles is sent: even payments are one-stage (check, pay
+// Completed); odd ones are two-stage, after an earlier authorization of
+// the same invoice was voided (check, pay Authorized, cancel), then
+// authorized again and captured (check, pay Authorized, confirm
+// Completed). Each payment is then partly refunded: the refund carries
+// its own TransactionId and the payment's in PaymentTransactionId.
 func cloudpaymentsNotify(s secrets, p payment, _ string) []notification {
-	f := url.Values{
-		"TransactionId":   {p.ext},
-		"Amount":          {p.Sum},
-		"Currency":        {"RUB"},
-		"PaymentAmount":   {p.Sum},
-		"PaymentCurrency": {"RUB"},
-		"DateTime":        {"2026-12-01 00:00:00"},
-		"CardFirstSix":    {"424242"},
-		"CardLastFour":    {"4242"},
-		"CardType":        {"Visa"},
-		"CardExpDate":     {"12/30"},
-		"TestMode":        {"1"},
-		"Status":          {"Completed"},
-		"OperationType":   {"Payment"},
-		"InvoiceId":       {strconv.Itoa(p.ID)},
-		"AccountId":       {"buyer@example.com"},
+	form := func(txn, status string) url.Values {
+		return url.Values{
+			"TransactionId":   {txn},
+			"Amount":          {p.Sum},
+			"Currency":        {"RUB"},
+			"PaymentAmount":   {p.Sum},
+			"PaymentCurrency": {"RUB"},
+			"DateTime":        {"2026-12-01 00:00:00"},
+			"CardFirstSix":    {"424242"},
+			"CardLastFour":    {"4242"},
+			"CardType":        {"Visa"},
+			"CardExpDate":     {"12/30"},
+			"TestMode":        {"1"},
+			"Status":          {status},
+			"OperationType":   {"Payment"},
+			"InvoiceId":       {strconv.Itoa(p.ID)},
+			"AccountId":       {"buyer@example.com"},
+		}
 	}
 	codeZero := func(status int, body []byte) bool {
 		var r struct {
@@ -312,13 +319,29 @@ func cloudpaymentsNotify(s secrets, p payment, _ string) []notification {
 		}
 		return status == http.StatusOK && json.Unmarshal(body, &r) == nil && r.Code != nil && *r.Code == 0
 	}
-	var out []notification
-	for _, action := range []string{"check", "pay"} {
+	note := func(action string, f url.Values) notification {
 		n := formNote("cloudpayments "+action, dispatcherPath+"?action="+action, f, codeZero)
 		n.header.Set("Content-HMAC", cloudpaymentsHMAC(n.body, s.cloudpaymentsKey))
-		out = append(out, n)
+		return n
 	}
-	return out
+	txn, _ := strconv.ParseUint(p.ext, 10, 64)
+	id := func(n uint64) string { return strconv.FormatUint(txn+n, 10) }
+	var out []notification
+	if p.ID%2 == 0 {
+		out = append(out, note("check", form(id(0), "Completed")), note("pay", form(id(0), "Completed")))
+	} else {
+		voided := form(id(3), "Authorized")
+		out = append(out, note("check", voided), note("pay", voided))
+		voided.Set("Status", "Cancelled")
+		out = append(out, note("cancel", voided))
+		out = append(out, note("check", form(id(0), "Authorized")), note("pay", form(id(0), "Authorized")), note("confirm", form(id(0), "Completed")))
+	}
+	refund := form(id(1), "Completed")
+	refund.Set("OperationType", "Refund")
+	refund.Set("PaymentTransactionId", id(0))
+	refund.Set("Amount", "10.00")
+	refund.Set("PaymentAmount", "10.00")
+	return append(out, note("refund", refund))
 }
 
 func cloudpaymentsHMAC(body []byte, secret string) string {

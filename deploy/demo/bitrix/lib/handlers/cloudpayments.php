@@ -1,14 +1,15 @@
 <?php
 // CloudPayments, as its Bitrix module takes it: one URL per notification
-// kind told apart by ?action= (check before the charge, pay after it, fail),
-// a form body with TransactionId, InvoiceId (the shop's payment), Amount,
-// Status…, and Content-HMAC: base64 HMAC-SHA256 of the raw body under the
+// kind told apart by ?action= (check before the charge, pay after it, fail,
+// confirm when a two-stage payment is captured, refund, cancel when a hold
+// is voided), a form body with TransactionId, InvoiceId (the shop's
+// payment), Amount, Status…, and Content-HMAC: base64 HMAC-SHA256 of the raw body under the
 // API secret. The answer that counts is {"code":0}; anything else is retried.
 declare(strict_types=1);
 
 final class CloudPaymentsHandler extends BxHandler
 {
-    public const ACTIONS = ['check', 'pay', 'fail'];
+    public const ACTIONS = ['check', 'pay', 'fail', 'confirm', 'refund', 'cancel'];
 
     public static function code(): string
     {
@@ -39,12 +40,25 @@ final class CloudPaymentsHandler extends BxHandler
             $result->addError('Content-HMAC mismatch');
             return $result;
         }
+        $action = $request->getQuery('action');
+        if ($action === 'refund') {
+            // The refund's own TransactionId; the payment's is
+            // PaymentTransactionId. The demo accepts it and changes nothing
+            // (the module marks the payment unpaid; the storm counts
+            // applications, not refunds).
+            if (!is_string($_POST['PaymentTransactionId'] ?? null)) {
+                $result->addError('no PaymentTransactionId');
+            }
+            return $result;
+        }
         if (!bx_same_sum($_POST['Amount'] ?? null, $payment['SUM'])) {
             $result->addError('sum mismatch');
             return $result;
         }
-        // check: may the charge go ahead? fail: it did not. pay: it did.
-        $result->moneyComing = $request->getQuery('action') === 'pay' && ($_POST['Status'] ?? '') === 'Completed';
+        // check: may the charge go ahead? fail: it did not. cancel: a hold
+        // was voided. pay: charged (Completed) or held (Authorized);
+        // confirm: a hold captured (Completed), as the module marks it paid.
+        $result->moneyComing = in_array($action, ['pay', 'confirm'], true) && ($_POST['Status'] ?? '') === 'Completed';
         return $result;
     }
 

@@ -1,0 +1,286 @@
+package contract_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+)
+
+// presetNote is one notification a provider sends, as the preset reads it.
+type presetNote struct {
+	what string
+	req  func(t *testing.T) *contract.Request
+	key  string // "" when it carries no event id the preset keys on
+}
+
+func jsonNote(what, body, key string) presetNote {
+	return presetNote{what, func(t *testing.T) *contract.Request {
+		return delivery(t, "POST", "/n", "application/json", body, "")
+	}, key}
+}
+
+func formNote(what, target, body, key string) presetNote {
+	return presetNote{what, func(t *testing.T) *contract.Request {
+		return delivery(t, "POST", target, formType, body, "")
+	}, key}
+}
+
+func getNote(what, target, key string) presetNote {
+	return presetNote{what, func(t *testing.T) *contract.Request {
+		return delivery(t, "GET", target, "", "", "")
+	}, key}
+}
+
+// TestPresetNotificationKeys goes through every notification each Bitrix
+// preset's provider sends (the lists and sources are in presets.go and the
+// README): each gets its own key, and the same notification sent again
+// gets the same one. The ones the providers send more than once per
+// payment are here twice, with what differs between them: T-Bank's and
+// RBS's partial refunds (the amount), T-Bank's receipts (the fiscal
+// document), CloudPayments' and YooKassa's refunds (the refund's own id).
+func TestPresetNotificationKeys(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "user:secret")
+	tb := func(status, extra string) string {
+		return `{"TerminalKey":"T","OrderId":"21050","Success":true,"Status":"` + status + `","PaymentId":13660,"ErrorCode":"0"` + extra + `,"Token":"x"}`
+	}
+	cp := "/bitrix/tools/sale_ps_result.php?action="
+	rbs := "/cb?mdOrder=3ff6962a&orderNumber=10747_5_0&checksum=X&"
+	tests := map[string][]presetNote{
+		"robokassa": {
+			formNote("result by POST", "/r", "OutSum=10.00&InvId=84&SignatureValue=X", "84"),
+			getNote("result by GET, another payment", "/r?OutSum=10.00&InvId=85&SignatureValue=X", "85"),
+		},
+		"yookassa": {
+			jsonNote("waiting_for_capture", `{"event":"payment.waiting_for_capture","object":{"id":"p1"}}`, "p1:payment.waiting_for_capture"),
+			jsonNote("succeeded", `{"event":"payment.succeeded","object":{"id":"p1"}}`, "p1:payment.succeeded"),
+			jsonNote("canceled", `{"event":"payment.canceled","object":{"id":"p2"}}`, "p2:payment.canceled"),
+			jsonNote("first partial refund", `{"event":"refund.succeeded","object":{"id":"r1","payment_id":"p1","amount":{"value":"1.00"}}}`, "r1:refund.succeeded"),
+			jsonNote("second partial refund", `{"event":"refund.succeeded","object":{"id":"r2","payment_id":"p1","amount":{"value":"1.00"}}}`, "r2:refund.succeeded"),
+		},
+		"tbank": {
+			jsonNote("authorized", tb("AUTHORIZED", `,"Amount":100000`), "13660:AUTHORIZED"),
+			jsonNote("confirmed", tb("CONFIRMED", `,"Amount":100000`), "13660:CONFIRMED"),
+			jsonNote("first partial refund", tb("PARTIAL_REFUNDED", `,"Amount":20000`), "13660:PARTIAL_REFUNDED:20000"),
+			jsonNote("second partial refund", tb("PARTIAL_REFUNDED", `,"Amount":30000`), "13660:PARTIAL_REFUNDED:30000"),
+			jsonNote("partial reversal", tb("PARTIAL_REVERSED", `,"Amount":5000`), "13660:PARTIAL_REVERSED:5000"),
+			jsonNote("the rest refunded", tb("REFUNDED", `,"Amount":50000`), "13660:REFUNDED"),
+			jsonNote("payment receipt", tb("RECEIPT", `,"Amount":100000,"FiscalDocumentNumber":101,"Type":"Income"`), "13660:RECEIPT::101"),
+			jsonNote("refund receipt", tb("RECEIPT", `,"Amount":20000,"FiscalDocumentNumber":102,"Type":"IncomeReturn"`), "13660:RECEIPT::102"),
+			jsonNote("card attached", `{"TerminalKey":"T","CustomerKey":"c1","RequestKey":"rk-1","Success":true,"Status":"COMPLETED","PaymentId":13661,"ErrorCode":"0","Token":"x"}`, "13661:COMPLETED"),
+			jsonNote("QR account linked", `{"TerminalKey":"T","RequestKey":"rk-2","NotificationType":"LINKACCOUNT","Success":true,"ErrorCode":"0","Status":"ACTIVE","Token":"x"}`, "rk-2:ACTIVE"),
+			jsonNote("QR account unlinked", `{"TerminalKey":"T","RequestKey":"rk-2","NotificationType":"LINKACCOUNT","Success":true,"ErrorCode":"0","Status":"INACTIVE","Token":"x"}`, "rk-2:INACTIVE"),
+		},
+		"cloudpayments": {
+			formNote("check", cp+"check", "TransactionId=504&Amount=10.00&InvoiceId=7", "504:check"),
+			formNote("pay", cp+"pay", "TransactionId=504&Amount=10.00&InvoiceId=7&Status=Authorized", "504:pay"),
+			formNote("fail", cp+"fail", "TransactionId=503&Amount=10.00&InvoiceId=7", "503:fail"),
+			formNote("confirm", cp+"confirm", "TransactionId=504&Amount=10.00&InvoiceId=7&Status=Completed", "504:confirm"),
+			formNote("first partial refund", cp+"refund", "TransactionId=505&PaymentTransactionId=504&Amount=2.00&InvoiceId=7", "505:refund"),
+			formNote("second partial refund", cp+"refund", "TransactionId=506&PaymentTransactionId=504&Amount=2.00&InvoiceId=7", "506:refund"),
+			formNote("cancel", cp+"cancel", "TransactionId=507&Amount=10.00&InvoiceId=8", "507:cancel"),
+		},
+		"rbs": {
+			getNote("approved", rbs+"operation=approved&status=1", "3ff6962a:approved:1"),
+			getNote("deposited", rbs+"operation=deposited&status=1&amount=150000", "3ff6962a:deposited:1"),
+			getNote("declined by timeout", rbs+"operation=declinedByTimeout&status=0", "3ff6962a:declinedByTimeout:0"),
+			getNote("first partial refund", rbs+"operation=refunded&status=1&amount=20000", "3ff6962a:refunded:1:20000"),
+			getNote("second partial refund", rbs+"operation=refunded&status=1&amount=30000", "3ff6962a:refunded:1:30000"),
+			formNote("a failed refund, by POST", "/cb", "mdOrder=3ff6962a&operation=refunded&status=0&amount=40000&checksum=X", "3ff6962a:refunded:0:40000"),
+			getNote("reversal", rbs+"operation=reversed&status=1&amount=150000", "3ff6962a:reversed:1:150000"),
+		},
+		"bitrix24": {
+			formNote("deal added", "/b24", "event=ONCRMDEALADD&data%5BFIELDS%5D%5BID%5D=58&ts=1466439714", "ONCRMDEALADD:58:1466439714"),
+			formNote("deal updated", "/b24", "event=ONCRMDEALUPDATE&data%5BFIELDS%5D%5BID%5D=58&ts=1466439720", "ONCRMDEALUPDATE:58:1466439720"),
+			formNote("app installed", "/b24", "event=ONAPPINSTALL&data%5BVERSION%5D=1&data%5BLANGUAGE_ID%5D=ru&ts=1466439700", ""),
+			formNote("offline events waiting", "/b24", "event=ONOFFLINEEVENT&data%5Btimestamp%5D=1466439800&ts=1466439800", ""),
+		},
+	}
+	for preset, notes := range tests {
+		t.Run(preset, func(t *testing.T) {
+			lines := []string{"preset: " + preset}
+			if preset != "yookassa" {
+				lines = append(lines, "signature: {secret_env: HOOKONCE_OK}")
+			}
+			s := mustSender(t, lines...)
+			seen := map[string]string{}
+			for _, n := range notes {
+				key, err := s.Key(n.req(t))
+				if again, err2 := s.Key(n.req(t)); again != key || (err == nil) != (err2 == nil) {
+					t.Errorf("%s: the same notification read twice gives %q and %q", n.what, key, again)
+				}
+				if n.key == "" {
+					if err == nil {
+						t.Errorf("%s: key %q, want none (it passes unkeyed)", n.what, key)
+					} else if !s.Forwardable(err, n.req(t)) {
+						t.Errorf("%s: %v, and the preset does not pass it: a genuine event would get 400", n.what, err)
+					}
+					continue
+				}
+				if err != nil || key != n.key {
+					t.Errorf("%s: key %q, %v; want %q", n.what, key, err, n.key)
+					continue
+				}
+				if other, dup := seen[key]; dup {
+					t.Errorf("%s and %s share the key %q", other, n.what, key)
+				}
+				seen[key] = n.what
+			}
+		})
+	}
+}
+
+// TestPresetKeyTrailingParts: a conditional part that holds but finds no
+// value is an empty part, and empty parts are dropped only at the end, so
+// no two lists of parts make one key.
+func TestPresetKeyTrailingParts(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "x")
+	s := mustSender(t, "preset: tbank", "signature: {secret_env: HOOKONCE_OK}")
+	keys := map[string]string{}
+	for _, body := range []string{
+		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED"}`,
+		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED","Amount":5}`,
+		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED:5"}`,
+		`{"PaymentId":1,"Status":"RECEIPT","FiscalDocumentNumber":5}`,
+		`{"PaymentId":1,"Status":"RECEIPT","Amount":5}`,
+		`{"PaymentId":"1:RECEIPT","Status":""}`,
+	} {
+		k, err := s.Key(delivery(t, "POST", "/n", "application/json", body, ""))
+		if err != nil {
+			if !strings.Contains(body, `"Status":""`) {
+				t.Errorf("%s: %v", body, err)
+			}
+			continue
+		}
+		if prev, dup := keys[k]; dup {
+			t.Errorf("%s and %s share the key %q", prev, body, k)
+		}
+		keys[k] = body
+	}
+}
+
+// TestPresetUnkeyedShapes: only the shapes a preset names pass without a
+// key; anything else without one is still missing_key's 400, and a key no
+// event id should hold is refused whatever the shape.
+func TestPresetUnkeyedShapes(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "x")
+	slack := mustSender(t, "preset: slack", "signature: {secret_env: HOOKONCE_OK}")
+	b24 := mustSender(t, "preset: bitrix24", "signature: {secret_env: HOOKONCE_OK}")
+	tests := []struct {
+		s    *contract.Sender
+		what string
+		req  *contract.Request
+		pass bool
+	}{
+		{slack, "url_verification", delivery(t, "POST", "/hook", "application/json", `{"token":"t","challenge":"3eZbrw1a","type":"url_verification"}`, ""), true},
+		{slack, "app_rate_limited", delivery(t, "POST", "/hook", "application/json", `{"token":"t","type":"app_rate_limited","team_id":"T1","minute_rate_limited":1518467820,"api_app_id":"A1"}`, ""), true},
+		{slack, "interactivity", delivery(t, "POST", "/hook", formType, "payload=%7B%22type%22%3A%22block_actions%22%7D", ""), true},
+		{slack, "slash command", delivery(t, "POST", "/hook", formType, "command=%2Fweather&text=94070&trigger_id=1.2.3", ""), true},
+		{slack, "event_callback without event_id", delivery(t, "POST", "/hook", "application/json", `{"type":"event_callback","event":{"type":"message"}}`, ""), false},
+		{slack, "a form without payload or command", delivery(t, "POST", "/hook", formType, "text=1", ""), false},
+		{b24, "ONAPPINSTALL", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALL&ts=1", ""), true},
+		{b24, "onappuninstall", delivery(t, "POST", "/b24", formType, "event=onappuninstall&ts=1", ""), true},
+		{b24, "ONOFFLINEEVENT", delivery(t, "POST", "/b24", formType, "event=ONOFFLINEEVENT&ts=1", ""), true},
+		{b24, "a deal event without its ID", delivery(t, "POST", "/b24", formType, "event=ONCRMDEALUPDATE&ts=1", ""), false},
+		{b24, "an install event named with a suffix", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALLX&ts=1", ""), false},
+	}
+	for _, tt := range tests {
+		_, err := tt.s.Key(tt.req)
+		if err == nil {
+			t.Errorf("%s %s: has a key", tt.s.Preset, tt.what)
+			continue
+		}
+		if got := tt.s.Forwardable(err, tt.req); got != tt.pass || tt.s.PassesUnkeyed(tt.req) != tt.pass {
+			t.Errorf("%s %s: forwardable %v, want %v", tt.s.Preset, tt.what, got, tt.pass)
+		}
+	}
+	bad := delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALL&data%5BFIELDS%5D%5BID%5D=%01&ts=1", "")
+	if _, err := b24.Key(bad); err == nil || b24.Forwardable(err, bad) {
+		t.Errorf("a control character in the id: %v, forwardable %v; want refused", err, b24.Forwardable(err, bad))
+	}
+}
+
+// TestPresetMethods: Robokassa and RBS call back by GET as well as POST,
+// so their presets accept both unless the file names the methods; check
+// warns when it names fewer.
+func TestPresetMethods(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "x")
+	for preset, want := range map[string][]string{
+		"robokassa": {"GET", "POST"}, "rbs": {"GET", "POST"},
+		"tbank": {"POST"}, "cloudpayments": {"POST"}, "bitrix24": {"POST"}, "yookassa": {"POST"}, "slack": {"POST"},
+	} {
+		lines := []string{"preset: " + preset}
+		if preset != "yookassa" {
+			lines = append(lines, "signature: {secret_env: HOOKONCE_OK}")
+		}
+		if s := mustSender(t, lines...); !slices.Equal(s.Methods, want) {
+			t.Errorf("%s: methods %v, want %v", preset, s.Methods, want)
+		}
+	}
+	yaml := "senders:\n" +
+		"  - {name: robo, preset: robokassa, match: {method: POST, path: /r}, signature: {secret_env: HOOKONCE_OK}}\n" +
+		"  - {name: rbs, preset: rbs, match: {method: GET, path: /b}, signature: {secret_env: HOOKONCE_OK}}\n" +
+		"  - {name: rbs2, preset: rbs, match: {method: \"post, get\", path: /b2}, signature: {secret_env: HOOKONCE_OK}}\n" +
+		"  - {name: any, preset: robokassa, match: {method: \"*\", path: /r2}, signature: {secret_env: HOOKONCE_OK}}\n" +
+		"  - {name: tb, preset: tbank, match: {method: POST, path: /t}, signature: {secret_env: HOOKONCE_OK}}\n"
+	c, err := contract.Parse([]byte(yaml), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`m.yaml: sender "robo": match.method POST leaves out GET, which robokassa is documented to call back with: those callbacks would get 405 (write match.method: GET,POST, or leave it out)`,
+		`m.yaml: sender "rbs": match.method GET leaves out POST, which rbs is documented to call back with: those callbacks would get 405 (write match.method: GET,POST, or leave it out)`,
+	}
+	if fmt.Sprint(c.Warnings) != fmt.Sprint(want) {
+		t.Fatalf("warnings:\n%s\nwant\n%s", strings.Join(c.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestPresetTTLCoversWindow: a sender whose file sets no ttl keeps the
+// event at least as long as its preset's provider retries, so a config
+// that leaves ttl alone never warns; a ttl the file sets is kept and
+// warned about when it is shorter.
+func TestPresetTTLCoversWindow(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	var b strings.Builder
+	b.WriteString("senders:\n")
+	for i, p := range []string{"stripe", "github", "shopify", "standard-webhooks", "slack", "robokassa", "yookassa", "tbank", "cloudpayments", "rbs", "bitrix24"} {
+		fmt.Fprintf(&b, "  - {name: s%d, preset: %s, match: {path: /p%d}", i, p, i)
+		if p != "yookassa" {
+			b.WriteString(", signature: {secret_env: HOOKONCE_OK}")
+		}
+		b.WriteString("}\n")
+	}
+	c, err := contract.Parse([]byte(b.String()), "d.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Fatalf("a default config warns:\n%s", strings.Join(c.Warnings, "\n"))
+	}
+	for _, s := range c.Senders {
+		if s.TTL < s.RetryWindow || s.TTL < contract.DefaultTTL {
+			t.Errorf("%s: ttl %s, retry window %s", s.Preset, s.TTL, s.RetryWindow)
+		}
+	}
+	if sw := c.Sender("s3"); sw.TTL != 75*time.Hour {
+		t.Errorf("standard-webhooks: ttl %s, want its 75h window", sw.TTL)
+	}
+
+	c, err = contract.Parse([]byte("senders:\n  - {name: tb, preset: tbank, ttl: 2h, match: {path: /t}, signature: {secret_env: HOOKONCE_OK}}\n"+
+		"  - {name: sw, preset: standard-webhooks, match: {path: /s}, signature: {secret_env: HOOKONCE_OK}}\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`t.yaml: sender "tb": ttl 2h0m0s is shorter than the tbank retry window 24h0m0s: a late retry would be processed again`}
+	if fmt.Sprint(c.Warnings) != fmt.Sprint(want) || c.Sender("tb").TTL != 2*time.Hour {
+		t.Fatalf("warnings = %q, ttl %s\nwant %q", c.Warnings, c.Sender("tb").TTL, want)
+	}
+	c, err = contract.Parse([]byte("defaults: {ttl: 72h}\nsenders:\n  - {name: sw, preset: standard-webhooks, match: {path: /s}, signature: {secret_env: HOOKONCE_OK}}\n"), "f.yaml")
+	if err != nil || len(c.Warnings) != 1 {
+		t.Fatalf("a ttl the file's defaults set is the file's: warnings %q, %v", c.Warnings, err)
+	}
+}
