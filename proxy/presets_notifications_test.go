@@ -28,8 +28,12 @@ import (
 // robokassaForm is a Result URL notification: SignatureValue is
 // MD5("OutSum:InvId:Password2:Shp_…") with the Shp_ parameters sorted.
 func robokassaForm(password, inv string) url.Values {
-	sum := md5.Sum([]byte("1500.000000:" + inv + ":" + password + ":SHP_BX_PAYSYSTEM_CODE=1:SHP_HANDLER=ROBOXCHANGE"))
-	return url.Values{"OutSum": {"1500.000000"}, "InvId": {inv}, "SHP_HANDLER": {"ROBOXCHANGE"}, "SHP_BX_PAYSYSTEM_CODE": {"1"},
+	return robokassaSum(password, inv, "1500.000000")
+}
+
+func robokassaSum(password, inv, outSum string) url.Values {
+	sum := md5.Sum([]byte(outSum + ":" + inv + ":" + password + ":SHP_BX_PAYSYSTEM_CODE=1:SHP_HANDLER=ROBOXCHANGE"))
+	return url.Values{"OutSum": {outSum}, "InvId": {inv}, "SHP_HANDLER": {"ROBOXCHANGE"}, "SHP_BX_PAYSYSTEM_CODE": {"1"},
 		"SignatureValue": {strings.ToUpper(bxHex(sum[:]))}}
 }
 
@@ -138,6 +142,16 @@ func TestPresetCallbacksByGETAndPOST(t *testing.T) {
 			bad.Set(map[string]string{"robokassa": "OutSum", "rbs": "status"}[tc.preset], "0")
 			if got := bxSend(t, "GET", px.URL+path+"?"+bad.Encode(), "", "", "X-Event-Id", "tampered"); got.Status != http.StatusUnauthorized || site.Executions("tampered") != 0 {
 				t.Fatalf("tampered GET: %d, executions %d; want 401 and none", got.Status, site.Executions("tampered"))
+			}
+			// Re-signed with another amount (or order) under the same
+			// event: its payload is the query, so it is a conflict, not a
+			// replay of the first answer.
+			changed := map[string]url.Values{
+				"robokassa": robokassaSum("robo-password-2", "501", "99.000000"),
+				"rbs":       rbsParams("rbs-callback-key", map[string]string{"mdOrder": "md-1", "orderNumber": "9_9_0", "operation": "deposited", "status": "1"}),
+			}[tc.preset]
+			if got := bxSend(t, "GET", px.URL+path+"?"+changed.Encode(), "", "", "X-Event-Id", "changed"); got.Status != http.StatusUnprocessableEntity || got.Replayed() || site.Executions("changed") != 0 {
+				t.Fatalf("changed GET under one event: %d replayed=%v, executions %d; want 422 and none", got.Status, got.Replayed(), site.Executions("changed"))
 			}
 		})
 	}
