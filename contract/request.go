@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -33,8 +32,8 @@ type Request struct {
 	request     *phpVar  // query overlaid with form (FromRequest)
 	ambiguous   []string // top-level names $_REQUEST and $request->get() read differently
 	formErr     error
-	json        []byte // the body with repeated keys resolved to the last
-	jsonErr     error
+	canon       []byte // the body canonicalised, for paths that need gjson syntax
+	jsonErr     error  // the body is not JSON to PHP
 	jsonDone    bool
 }
 
@@ -100,11 +99,10 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		v, ok = q.requestVars().lookup(name)
 		return v, ok, nil
 	case FromBody:
-		doc, err := q.JSON()
+		res, err := q.bodyPath(name)
 		if err != nil {
 			return "", false, err
 		}
-		res := gjson.GetBytes(doc, name)
 		switch res.Type {
 		case gjson.String:
 			return res.Str, true, nil
@@ -225,22 +223,6 @@ func (q *Request) readForm() (*phpVar, error) {
 	return f, nil
 }
 
-// JSON returns the body as a JSON document in which every repeated object
-// key has been resolved to its last value, as PHP's json_decode does. A
-// body that is not valid UTF-8 is not JSON to PHP either.
-func (q *Request) JSON() ([]byte, error) {
-	if !q.jsonDone {
-		q.jsonDone = true
-		if !utf8.Valid(q.Body) {
-			q.jsonErr = errNotJSON
-		} else if canon, err := CanonicalJSON(q.Body, nil); err != nil {
-			q.jsonErr = errNotJSON
-		} else {
-			q.json = canon
-		}
-	}
-	return q.json, q.jsonErr
-}
 
 // Fields returns every string value of a query, form or request source by
 // its PHP name ("a[b]" for nested ones), for schemes that sign all fields.
@@ -333,11 +315,10 @@ func isPHPInt(k string) bool {
 }
 
 func (q *Request) bodyFields() (map[string]string, error) {
-	doc, err := q.JSON()
+	root, err := q.jsonRoot()
 	if err != nil {
 		return nil, err
 	}
-	root := gjson.ParseBytes(doc)
 	if !root.IsObject() {
 		return nil, errors.New("body is not a JSON object")
 	}
@@ -358,6 +339,8 @@ func (q *Request) bodyFields() (map[string]string, error) {
 				return false
 			}
 			out[k.Str] = n
+		default:
+			delete(out, k.Str) // a repeated key whose last value is no scalar
 		}
 		return true
 	})

@@ -109,6 +109,13 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 		fmt.Fprintf(errw, "warning: the body is %d bytes, over max_body %d: hookonce answers 413\n", len(body), ct.MaxBody)
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
+	if in.SigErr != nil {
+		// The proxy reads nothing more from a message whose signature does
+		// not hold; the operator asking here still wants to know which
+		// event it claims to be.
+		in.Key, in.KeyErr = s.Key(in.Request)
+		in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
+	}
 	if in.KeyErr != nil {
 		policy := "missing_key: " + string(s.MissingKey)
 		if s.Forwardable(in.KeyErr, in.Request) && s.PassesUnkeyed(in.Request) {
