@@ -49,8 +49,14 @@ type Options struct {
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
 	// on everything but /healthz and /readyz (/ui also takes the session
 	// cookie that /ui/login sets for it). Empty means no authentication:
-	// serve refuses that on a non-loopback address.
+	// serve refuses that on a non-loopback address, and the handler
+	// refuses what a browser could send on another site's behalf (a
+	// foreign Host, a cross-origin write, an API write without
+	// Content-Type: application/json; see origin.go).
 	Token string
+	// ListenAddr is the listener's address (host:port); without a token,
+	// its host is accepted in the Host header besides the loopback names.
+	ListenAddr string
 	// SessionTTL is how long a /ui sign-in lasts; 0 means
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -163,9 +169,9 @@ func New(o Options) (*Handler, error) {
 	})))
 	// {key...}: event ids may contain slashes (escaped or not).
 	h.mux.Handle("GET /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.getEvent)))
-	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(http.HandlerFunc(h.deleteEvent)))
-	h.mux.Handle("POST /v1/redeliver/{sender}/{key...}", h.bearer(http.HandlerFunc(h.redeliver)))
-	h.mux.Handle("POST /v1/release/{sender}/{key...}", h.bearer(http.HandlerFunc(h.releaseEvent)))
+	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.deleteEvent))))
+	h.mux.Handle("POST /v1/redeliver/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.redeliver))))
+	h.mux.Handle("POST /v1/release/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.releaseEvent))))
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
@@ -178,6 +184,9 @@ func New(o Options) (*Handler, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.guard(w, r) {
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 

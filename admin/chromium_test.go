@@ -3,8 +3,11 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"html"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -154,4 +157,69 @@ func TestInspectionPageInChromium(t *testing.T) {
 
 	screenshot(t, bin, login("/ui/events"), "events")
 	screenshot(t, bin, login("/ui/conflicts"), "conflicts")
+}
+
+// The attack, in a real browser: a page on http://evil.example submits
+// forms to a listener without a token (a forced redelivery of a done
+// event, the release of a held one), and reads the API under its own name
+// as a DNS-rebinding page would. Each is refused, the site's handler runs
+// no more, the records stay; a script on the listener's own origin posting
+// JSON still works.
+func TestCrossSiteAttackInChromium(t *testing.T) {
+	bin := chromium(t)
+	dir := playwright(t)
+	adm, site, store, up := lostEventWith(t, "")
+	up.Store(true)
+	if r := send(t, "POST", adm.URL+"/v1/redeliver/shop/lost-7", map[string]string{"Content-Type": "application/json"}, ""); r.status != 200 {
+		t.Fatalf("redeliver: %d %s", r.status, r.body)
+	}
+	held(t, store, "amb-5")
+	targets := map[string]string{"redeliver": "/v1/redeliver/shop/lost-7?force=true", "release": "/v1/release/shop/amb-5"}
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path, ok := targets[strings.TrimPrefix(r.URL.Path, "/attack/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, `<!doctype html><form id="f" method="post" action="`+html.EscapeString(adm.URL+path)+
+			`"><input name="x" value="1"></form><script>document.getElementById("f").submit()</script>`)
+	}))
+	t.Cleanup(evil.Close)
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", "evil.example", 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "attack.js"), adm.URL, evilURL, bin)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("browser: %v\n%s", err, out)
+	}
+	var got map[string]struct {
+		Status int
+		Body   string
+	}
+	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &got); err != nil {
+		t.Fatalf("browser said %q: %v", out, err)
+	}
+	t.Logf("browser: %+v", got)
+	for _, name := range []string{"redeliver", "release"} {
+		if g := got[name]; g.Status != http.StatusForbidden || !strings.Contains(g.Body, "Cross-site request refused") {
+			t.Errorf("the cross-site form to %s: %+v, want 403 Cross-site request refused", name, g)
+		}
+	}
+	if g := got["rebind"]; g.Status != http.StatusMisdirectedRequest || strings.Contains(g.Body, "lost-7") {
+		t.Errorf("the rebound read: %+v, want 421 and no record", g)
+	}
+	if g := got["sameorigin"]; g.Status != http.StatusOK || !strings.Contains(g.Body, "processed") {
+		t.Errorf("the same-origin JSON POST: %+v, want 200 processed", g)
+	}
+	// 1 failed run, the setup's redelivery, the same-origin forced one.
+	if n := site.Executions("lost-7"); n != 3 {
+		t.Errorf("the handler ran %d times, want 3 (none for the attack)", n)
+	}
+	if rec, err := store.Get(context.Background(), "shop", "amb-5"); err != nil || rec.State != dedupe.StateUnknown {
+		t.Errorf("the held record after the attack: %+v %v", rec, err)
+	}
 }

@@ -25,9 +25,15 @@ import (
 )
 
 // lostEvent runs a proxy whose site fails, leaves one released event with
-// its request kept, and serves the admin handler wired to the proxy the
-// way serve wires it. up brings the site back.
+// its request kept, and serves the admin handler (with the test token)
+// wired to the proxy the way serve wires it. up brings the site back.
 func lostEvent(t *testing.T) (adm *httptest.Server, site *proxytest.Upstream, store dedupe.Store, up *atomic.Bool) {
+	t.Helper()
+	return lostEventWith(t, testToken)
+}
+
+// lostEventWith is lostEvent with the admin token given ("": none).
+func lostEventWith(t *testing.T, token string) (adm *httptest.Server, site *proxytest.Upstream, store dedupe.Store, up *atomic.Bool) {
 	t.Helper()
 	up = &atomic.Bool{}
 	site = proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +54,7 @@ senders:
 	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"lost-7"}`); r.Status != 503 {
 		t.Fatalf("site down: %d", r.Status)
 	}
-	h, err := admin.New(admin.Options{Store: store, Token: testToken, Logger: slog.New(slog.DiscardHandler),
+	h, err := admin.New(admin.Options{Store: store, Token: token, Logger: slog.New(slog.DiscardHandler),
 		Redeliver: func(ctx context.Context, sender, key string, force bool) (admin.Redelivery, error) {
 			res, err := px.Proxy.Redeliver(ctx, sender, key, force)
 			if errors.Is(err, proxy.ErrDone) || errors.Is(err, proxy.ErrNotKept) {
@@ -64,10 +70,10 @@ senders:
 	return adm, site, store, up
 }
 
-// The page's redeliver button, pressed in headless Chromium: the handler
-// runs once and the record is done, with the operator's attempt.
-func TestRedeliverButtonInChromium(t *testing.T) {
-	bin := chromium(t)
+// playwright is the directory of the Node scripts that drive Chromium;
+// without playwright-core installed there the test skips, except under CI.
+func playwright(t *testing.T) string {
+	t.Helper()
 	dir, err := filepath.Abs("testdata/browser")
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +84,30 @@ func TestRedeliverButtonInChromium(t *testing.T) {
 		}
 		t.Skip("playwright-core is not installed: (cd admin/testdata/browser && npm ci)")
 	}
-	adm, site, store, up := lostEvent(t)
+	return dir
+}
+
+// The page's redeliver button, pressed in headless Chromium, with a token
+// (signed in) and without one (the listener's cross-site rules let the
+// page's own form through): the handler runs once and the record is done,
+// with the operator's attempt.
+func TestRedeliverButtonInChromium(t *testing.T) {
+	for _, token := range []string{testToken, ""} {
+		name := map[bool]string{true: "token", false: "no token"}[token != ""]
+		t.Run(name, func(t *testing.T) { redeliverButton(t, token) })
+	}
+}
+
+func redeliverButton(t *testing.T, token string) {
+	bin := chromium(t)
+	dir := playwright(t)
+	adm, site, store, up := lostEventWith(t, token)
 	up.Store(true)
 	shot := filepath.Join(os.TempDir(), "hookonce-ui-screenshots", "redeliver.png")
 	_ = os.MkdirAll(filepath.Dir(shot), 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "redeliver.js"), adm.URL, testToken, "shop", "lost-7", bin)
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "redeliver.js"), adm.URL, token, "shop", "lost-7", bin)
 	cmd.Env = append(os.Environ(), "SCREENSHOT="+shot, "HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -34,7 +34,10 @@ import (
 // changes are a redelivery and the release of a held event, POSTs whose
 // forms carry a CSRF token bound to the session (an HMAC of the session id
 // under a per-process key), so another site cannot make a signed-in browser
-// send them.
+// send them. Without a token there is no session and the CSRF token is
+// the same for every visitor of the page; the Host rule of origin.go keeps
+// the page to loopback names, so only a page of the listener's own origin
+// can read it, and the origin rule refuses another site's form anyway.
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -394,7 +397,10 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, data an
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" on the page's own form POSTs, which a listener
+	// without a token refuses unless Sec-Fetch-Site vouches for them.
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)

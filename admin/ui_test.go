@@ -375,7 +375,8 @@ func TestLeaseExpiredShown(t *testing.T) {
 	}
 	get := func(path string) string {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		// httptest's default Host, example.com, is refused without a token.
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+path, nil))
 		return rec.Body.String()
 	}
 	if strings.Contains(get("/ui/events"), "lease expired") {

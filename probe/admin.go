@@ -44,6 +44,12 @@ func (r *runner) admin(ctx context.Context, method, path string, query url.Value
 	if r.cfg.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminToken)
 	}
+	if method != http.MethodGet {
+		// An admin listener without a token takes a write (the probe's
+		// DELETEs) only with this content type, which a cross-site form
+		// cannot send (README, "Admin listener").
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return 0, err

@@ -77,9 +77,11 @@ func TestProbePassesAgainstHookonce(t *testing.T) {
 		sender    string
 		keyHeader string
 		admin     bool
+		noToken   bool // the admin listener has no token (its DELETEs need the JSON content type)
 		wantRows  int
 	}{
 		{name: "BodyKeyWithAdmin", path: "/hooks/probe", sender: "sandbox", admin: true, wantRows: 12},
+		{name: "BodyKeyWithAdminNoToken", path: "/hooks/probe", sender: "sandbox", admin: true, noToken: true, wantRows: 12},
 		{name: "BodyKeyNoAdmin", path: "/hooks/probe", sender: "sandbox", wantRows: 5},
 		{name: "HeaderKeyWithAdmin", path: "/hooks/header", sender: "sandbox-header", keyHeader: "X-Event-Id", admin: true, wantRows: 12},
 	}
@@ -90,13 +92,17 @@ func TestProbePassesAgainstHookonce(t *testing.T) {
 			px := proxytest.Start(t, store, site.URL, sandboxConfig)
 			cfg := probe.Config{Target: px.URL, Path: tc.path, Sender: tc.sender, KeyHeader: tc.keyHeader, Parallel: 8}
 			if tc.admin {
-				h, err := admin.New(admin.Options{Store: store, Token: "s3cret"})
+				token := "s3cret"
+				if tc.noToken {
+					token = ""
+				}
+				h, err := admin.New(admin.Options{Store: store, Token: token})
 				if err != nil {
 					t.Fatal(err)
 				}
 				adm := httptest.NewServer(h)
 				t.Cleanup(adm.Close)
-				cfg.Admin, cfg.AdminToken = adm.URL, "s3cret"
+				cfg.Admin, cfg.AdminToken = adm.URL, token
 			}
 			res, out := runProbe(t, cfg)
 			t.Logf("table:\n%s", out)

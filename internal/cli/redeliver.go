@@ -106,6 +106,11 @@ func (a adminClient) do(ctx context.Context, method, path string, out any) error
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
+	if method != http.MethodGet {
+		// Without a token, serve's admin listener takes a write only with
+		// this content type (a cross-site form cannot send it).
+		req.Header.Set("Content-Type", admin.APIWriteContentType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)

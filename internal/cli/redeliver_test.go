@@ -42,6 +42,21 @@ senders:
 	}
 	up.Store(true)
 
+	// serve's admin listener has no token (loopback): another site's form
+	// POST is refused and runs nothing, a rebound Host reads nothing.
+	form, _ := http.NewRequest("POST", admin+"/v1/redeliver/shop/a?force=true", strings.NewReader("x=1"))
+	form.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	form.Header.Set("Origin", "http://evil.example")
+	if resp, err := http.DefaultClient.Do(form); err != nil || resp.StatusCode != http.StatusForbidden || site.Executions("a") != 1 {
+		t.Fatalf("cross-site form POST: %v %v, executions %d", resp, err, site.Executions("a"))
+	}
+	rebound, _ := http.NewRequest("GET", admin+"/v1/events/shop/a", nil)
+	rebound.Host = "evil.example:9090"
+	if resp, err := http.DefaultClient.Do(rebound); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("GET with a foreign Host: %v %v", resp, err)
+	}
+
+	// The CLI sends what the listener asks of a write without a token.
 	out, errOut, code := hookonce(t, "redeliver", "--admin", admin, "shop", "a")
 	if code != 0 || !strings.Contains(out, "shop a: processed (status 200)") || site.Executions("a") != 2 {
 		t.Fatalf("redeliver a: exit %d %q %q, executions %d", code, out, errOut, site.Executions("a"))

@@ -308,7 +308,7 @@ func failpoint(name string) func(string) {
 func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 	ac, p, log := &m.Config, m.proxy, m.log
 	alog := log.With("component", "admin")
-	h, err := admin.New(admin.Options{Store: m.store, Gatherer: reg, Token: ac.adminToken, Logger: alog,
+	h, err := admin.New(admin.Options{Store: m.store, Gatherer: reg, Token: ac.adminToken, Logger: alog, ListenAddr: ac.AdminListen,
 		ProbeInterval: ac.AdminWriteProbeInterval, SessionTTL: ac.AdminSessionTTL, SecureCookie: ac.AdminSecureCookie,
 		Unretried: func(ctx context.Context, sender string) ([]dedupe.Record, error) {
 			return p.Unretried(ctx, sender, time.Now())
