@@ -71,4 +71,3 @@ func (s *Sender) PayloadHash(body []byte) (string, error) {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:]), nil
 }
-

@@ -223,7 +223,6 @@ func (q *Request) readForm() (*phpVar, error) {
 	return f, nil
 }
 
-
 // Fields returns every string value of a query, form or request source by
 // its PHP name ("a[b]" for nested ones), for schemes that sign all fields.
 // For the body it returns the JSON root object's scalar members as PHP
