@@ -62,11 +62,11 @@ func canonicalQuery(v *phpVar) string {
 // insignificant whitespace, numbers as written, ignore paths removed).
 func (s *Sender) PayloadHash(body []byte) (string, error) {
 	if s.Hash == HashJSON {
-		canon, err := CanonicalJSON(body, s.Ignore)
-		if err != nil {
+		h := sha256.New()
+		if err := writeCanonicalJSON(h, body, s.Ignore); err != nil {
 			return "", err
 		}
-		body = canon
+		return hex.EncodeToString(h.Sum(nil)), nil
 	}
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:]), nil

@@ -1,10 +1,12 @@
 package contract
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,28 +197,38 @@ func plainPath(path string) ([]string, bool) {
 // decoding into maps and encoding them gave, so stored payload hashes
 // (hash: json) keep matching.
 func CanonicalJSON(body []byte, ignore []string) ([]byte, error) {
+	var out bytes.Buffer
+	if err := writeCanonicalJSON(&out, body, ignore); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// writeCanonicalJSON writes CanonicalJSON's output to w (a hash, to
+// compare payloads without holding their canonical copy).
+func writeCanonicalJSON(w io.Writer, body []byte, ignore []string) error {
 	trimmed := bytes.TrimSpace(body)
 	if !gjson.ValidBytes(trimmed) {
 		if dec := json.NewDecoder(bytes.NewReader(trimmed)); dec.Decode(new(json.RawMessage)) == nil {
-			return nil, errors.New("hash json: trailing data after the JSON document")
+			return errors.New("hash json: trailing data after the JSON document")
 		}
-		return nil, fmt.Errorf("hash json: body is not JSON: %w", errNotJSON)
+		return fmt.Errorf("hash json: body is not JSON: %w", errNotJSON)
 	}
 	var paths [][]string
 	for _, p := range ignore {
 		paths = append(paths, strings.Split(p, "."))
 	}
-	c := canonWriter{}
+	c := canonWriter{out: bufio.NewWriterSize(w, 4<<10)}
 	c.enc = json.NewEncoder(&c.str)
 	c.enc.SetEscapeHTML(false)
 	if err := c.value(gjson.Parse(bodyString(trimmed)), paths); err != nil {
-		return nil, err
+		return err
 	}
-	return c.out.Bytes(), nil
+	return c.out.Flush()
 }
 
 type canonWriter struct {
-	out bytes.Buffer
+	out *bufio.Writer
 	str bytes.Buffer // scratch for one encoded string
 	enc *json.Encoder
 }

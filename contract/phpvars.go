@@ -41,7 +41,19 @@ type phpVar struct {
 	arr  map[string]*phpVar // nil for a string
 	next int64              // the index "a[]" appends at
 	full bool               // PHP_INT_MAX is taken: "a[]" appends nothing
+	// On the root only: how many arrays registering has built, and
+	// whether it stopped at maxFormArrays.
+	arrays int
+	over   bool
 }
+
+// maxFormArrays bounds the arrays one query or form may build. PHP's own
+// limits allow 1000 fields nested 64 deep — 64,000 arrays, tens of
+// megabytes, from a 133 KB body anyone can send before any signature is
+// checked (trap 30 in ARCHITECTURE.md). No webhook comes near: Bitrix24's
+// richest events build a few dozen. A form past it is refused
+// (Request.Unreadable), never read in part.
+const maxFormArrays = 4096
 
 func newPHPArray() *phpVar { return &phpVar{arr: map[string]*phpVar{}} }
 
@@ -187,6 +199,9 @@ func phpName(name string) []string {
 const appendIndex = "\x00"
 
 func (v *phpVar) register(name, val string) {
+	if v.over {
+		return
+	}
 	path := phpName(name)
 	if path == nil {
 		return
@@ -205,6 +220,10 @@ func (v *phpVar) register(name, val string) {
 		}
 		child := cur.arr[seg]
 		if child == nil || child.arr == nil {
+			if v.arrays++; v.arrays > maxFormArrays {
+				v.over = true
+				return
+			}
 			child = newPHPArray()
 			cur.set(seg, child)
 		}

@@ -160,6 +160,9 @@ func formKind(ct string) string {
 // multipart shape that is not modelled (see multipart.go). It is nil for
 // every other request, and costs no parsing when the body is not a form.
 func (q *Request) Unreadable() error {
+	if strings.IndexByte(q.RawQuery, '[') >= 0 && q.queryVars().over {
+		return unreadable(fmt.Sprintf("a query that builds more than %d arrays", maxFormArrays))
+	}
 	if q.Method != http.MethodPost {
 		return nil
 	}
@@ -213,12 +216,17 @@ func (q *Request) readForm() (*phpVar, error) {
 	if len(q.Body) > maxPostSize {
 		return nil, unreadable("body over post_max_size")
 	}
+	var f *phpVar
 	if kind == "application/x-www-form-urlencoded" {
-		return parsePHPPost(string(q.Body)), nil
+		f = parsePHPPost(string(q.Body))
+	} else {
+		var bad string
+		if f, bad = parseMultipartPHP(q.Body, cts[0]); bad != "" {
+			return nil, unreadable(bad)
+		}
 	}
-	f, bad := parseMultipartPHP(q.Body, cts[0])
-	if bad != "" {
-		return nil, unreadable(bad)
+	if f.over {
+		return nil, unreadable(fmt.Sprintf("a form that builds more than %d arrays", maxFormArrays))
 	}
 	return f, nil
 }

@@ -206,3 +206,45 @@ senders:
 		t.Errorf("the site was called %d times for incomplete bodies", site.Total())
 	}
 }
+
+// Sockets that send a request's headers and then nothing hold no
+// max_inflight slot: a delivery sent meanwhile is served. (They used to
+// take the slots before their bodies came: 256 such sockets made every
+// webhook 503 for body_timeout, renewably.)
+func TestIdleSocketsDoNotStarveSenders(t *testing.T) {
+	const idle = 300 // past the default max_inflight (256)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`)
+	addr := strings.TrimPrefix(px.URL, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range idle {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		size := 1000
+		if i%2 == 1 {
+			size = 900 << 10 // a large declared body, none of it sent
+		}
+		fmt.Fprintf(conn, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nX-Event-Id: idle%d\r\nContent-Length: %d\r\n\r\n", i, size)
+	}
+	time.Sleep(200 * time.Millisecond) // every idle request is in the handler, reading
+	r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":1}`, "X-Event-Id", "real")
+	if r.Status != 200 || site.Executions("real") != 1 {
+		t.Fatalf("a delivery among %d idle sockets: %d %q, executions %d; want it served once", idle, r.Status, r.Body, site.Executions("real"))
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "overloaded"); n != 0 {
+		t.Fatalf("%v deliveries refused as overloaded", n)
+	}
+}

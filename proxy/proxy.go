@@ -71,8 +71,11 @@ type Proxy struct {
 	failAt   func(point string)
 	replica  string
 	waiters  waiters
-	held     atomic.Int64 // requests on senders' paths being handled (max_inflight)
-	refused  refusals     // refusals past max_inflight, for the log
+	held     atomic.Int64 // deliveries whose body is in, being handled (max_inflight)
+	// bodyBytes is the request body memory reserved by deliveries being
+	// received or handled, bounded by max_inflight × max_body.
+	bodyBytes atomic.Int64
+	refused   refusals // refusals past max_inflight, for the log
 
 	// abortCtx is cancelled when a shutdown stops waiting for forwards;
 	// every forward runs under it instead of under the sender's request.
@@ -184,27 +187,121 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.pass.ServeHTTP(w, r)
 		return
 	}
-	// Bounded memory: each request on a sender's path may hold max_body
-	// and the site's answer; past max_inflight of them, refuse at once.
-	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
-		p.held.Add(-1)
-		p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
-		if n := p.refused.note(time.Now()); n > 0 {
-			p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
-				"max_inflight", c.MaxInflight, "refused", n)
-		}
-		answerOverloaded(w)
-		return
-	}
-	defer p.held.Add(-1)
-	p.m.inflight.Inc()
-	defer p.m.inflight.Dec()
 	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
 	if !rt.AcceptsMethod(r.Method) {
 		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
 		return
 	}
 	d.serve()
+}
+
+// takeSlot takes one of max_inflight slots for a delivery whose body has
+// arrived, or answers 503 and reports false. Each held delivery may keep
+// max_body and the site's answer in memory; a request still sending its
+// body holds only what it sent, and no slot, so sockets that send headers
+// and nothing more cannot starve the senders (they end at body_timeout).
+func (d *delivery) takeSlot() bool {
+	p, c := d.p, d.c
+	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
+		p.held.Add(-1)
+		p.refusedOverload(d.rt)
+		answerOverloaded(d.w)
+		return false
+	}
+	p.m.inflight.Inc()
+	return true
+}
+
+// refusedOverload counts a refusal past max_inflight, and logs at most a
+// line a second for all of them.
+func (p *Proxy) refusedOverload(rt *contract.Route) {
+	p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
+	if n := p.refused.note(time.Now()); n > 0 {
+		c := p.contract.Load()
+		p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
+			"max_inflight", c.MaxInflight, "refused", n)
+	}
+}
+
+func (d *delivery) freeSlot() {
+	d.p.held.Add(-1)
+	d.p.m.inflight.Dec()
+}
+
+// errBodyBudget: the bodies being received and held already take
+// max_inflight × max_body.
+var errBodyBudget = errors.New("the memory for request bodies (max_inflight × max_body) is taken")
+
+// reserve accounts n more bytes of request body against max_inflight ×
+// max_body, or reports false. What a delivery reserved is given back when
+// it ends (serve).
+func (d *delivery) reserve(n int64) bool {
+	c := d.c
+	if c.MaxInflight <= 0 {
+		return true
+	}
+	if d.p.bodyBytes.Add(n) > int64(c.MaxInflight)*c.MaxBody {
+		d.p.bodyBytes.Add(-n)
+		return false
+	}
+	d.reserved += n
+	return true
+}
+
+// readBody reads a body of declared length cl (-1: chunked) up to max,
+// reserving memory before allocating it: a body over 16 KiB gets its
+// declared length only once its first 16 KiB have arrived (a socket that
+// sends headers and nothing more holds 16 KiB, not max_body); a chunked
+// one grows by doubling. Past max it returns what it read and an
+// *http.MaxBytesError; when reserve refuses, errBodyBudget.
+func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, error) {
+	const first = 16 << 10
+	if cl > max {
+		return nil, &http.MaxBytesError{Limit: max}
+	}
+	if cl >= 0 && cl <= first {
+		if !reserve(cl) {
+			return nil, errBodyBudget
+		}
+		body := make([]byte, cl) // small: exactly, in one allocation
+		_, err := io.ReadFull(r, body)
+		return body, err
+	}
+	limit := max + 1 // chunked: one byte past the limit tells "too large"
+	if cl >= 0 {
+		limit = cl
+	}
+	if !reserve(first) {
+		return nil, errBodyBudget
+	}
+	body := make([]byte, 0, first)
+	for int64(len(body)) < limit {
+		if len(body) == cap(body) {
+			grow := min(int64(cap(body)), limit-int64(len(body)))
+			if cl >= 0 {
+				grow = cl - int64(len(body)) // the sender is sending: all of it
+			}
+			if !reserve(grow) {
+				return body, errBodyBudget
+			}
+			body = slices.Grow(body, int(grow))
+		}
+		n, err := r.Read(body[len(body):min(int64(cap(body)), limit)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			if cl >= 0 && int64(len(body)) < cl {
+				return body, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return body, err
+		}
+	}
+	if int64(len(body)) > max {
+		return body, &http.MaxBytesError{Limit: max}
+	}
+	return body, nil
 }
 
 // refusals counts requests refused past max_inflight for the log, which
@@ -259,9 +356,10 @@ type delivery struct {
 	log   *slog.Logger
 	start time.Time
 
-	body []byte
-	key  string
-	hash string
+	body     []byte
+	reserved int64 // bytes of p.bodyBytes this delivery holds
+	key      string
+	hash     string
 	// legacyHash is the payload hash an older hookonce stored for this
 	// payload, when it differs from hash: claimed with once more when hash
 	// conflicts, so an event stored before an upgrade stays a duplicate.
@@ -325,21 +423,14 @@ func (d *delivery) serve() {
 	// 1. Body limit: a declared length is judged before reading a byte; a
 	// chunked body when it passes the limit. The body is read before a
 	// sender is chosen: senders on one path may be told apart by it.
-	var body []byte
-	var err error = &http.MaxBytesError{Limit: maxBody}
-	switch {
-	case r.ContentLength > maxBody:
-	case r.ContentLength >= 0:
-		// A declared length is read into exactly that much memory.
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
-	default:
-		// Chunked: one byte past the limit tells "too large" and keeps
-		// every byte read, so shadow mode can hand the body on exactly.
-		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err == nil && int64(len(body)) > maxBody {
-			err = &http.MaxBytesError{Limit: maxBody}
-		}
+	defer func() { d.p.bodyBytes.Add(-d.reserved) }()
+	body, err := readBody(r.Body, r.ContentLength, maxBody, d.reserve)
+	if errors.Is(err, errBodyBudget) {
+		d.choose(d.firstCandidate())
+		d.p.refusedOverload(d.rt)
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		answerOverloaded(w)
+		return
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -368,6 +459,10 @@ func (d *delivery) serve() {
 		return
 	}
 	d.body = body
+	if !d.takeSlot() {
+		return
+	}
+	defer d.freeSlot()
 
 	// Which sender (the first on this path, in file order, whose method and
 	// match.when accept the request), its signature, key and hash: judged

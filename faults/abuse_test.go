@@ -1,0 +1,131 @@
+package faults_test
+
+// Abuse before trust, against a real `hookonce serve`: what anyone who can
+// reach the port may make it do before a signature holds. Expected, written
+// down before the run: every adversarial body is refused (401, or 400 for
+// a form nested past hookonce's budget), the site never runs, and the
+// process's peak RSS while 64 such bodies of 1 MiB arrive at once stays
+// under 256 MiB (it was ~2.4 GiB for [0,0,…] before the JSON reader walked
+// bodies in place).
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const abuseConfig = `
+senders:
+  - name: stripe
+    preset: stripe
+    match: { path: /bitrix/tools/stripe.php }
+    signature: { secret_env: ABUSE_STRIPE_SECRET }
+  - name: robokassa
+    preset: robokassa
+    match: { path: /bitrix/tools/sale_ps_result.php }
+    signature: { secret_env: ABUSE_ROBOKASSA_SECRET }
+`
+
+// procStatus reads a kB field (VmHWM, VmRSS) of /proc/<pid>/status.
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n << 10
+		}
+	}
+	return -1
+}
+
+func repeatTo(unit string, size int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for b.Len() < size-len(unit)-2 {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(unit)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func nestedFormBody(fields, depth int) string {
+	parts := make([]string, fields)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("f%d%s=1", i, strings.Repeat("[a]", depth))
+	}
+	return strings.Join(parts, "&")
+}
+
+func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
+	needBinary(t)
+	s := newSite(t, nil)
+	p := startServe(t, serveOpts{
+		store: "sqlite:" + filepath.Join(t.TempDir(), "hookonce.db"), upstream: s.URL, config: abuseConfig,
+		env: []string{"ABUSE_STRIPE_SECRET=whsec_abuse", "ABUSE_ROBOKASSA_SECRET=abuse-password-2"},
+	})
+	const concurrent, mib, bound = 64, 1 << 20, 256 << 20
+	shapes := []struct {
+		name, path, ctype, body string
+		status                  int
+	}{
+		{"numbers", "/bitrix/tools/stripe.php", "application/json", repeatTo("0", mib-1), 401},
+		{"empty objects", "/bitrix/tools/stripe.php", "application/json", repeatTo("{}", mib-1), 401},
+		{"empty arrays", "/bitrix/tools/stripe.php", "application/json", repeatTo("[]", mib-1), 401},
+		{"nested form", "/bitrix/tools/sale_ps_result.php", "application/x-www-form-urlencoded", nestedFormBody(1000, 64), 400},
+		{"wide form", "/bitrix/tools/sale_ps_result.php", "application/x-www-form-urlencoded", nestedFormBody(1000, 1) + strings.Repeat("&x=1", 200000), 401},
+	}
+	client := newClient(t, 60*time.Second)
+	client.Transport.(*http.Transport).MaxIdleConnsPerHost = concurrent
+	for _, sh := range shapes {
+		t.Run(strings.ReplaceAll(sh.name, " ", "_"), func(t *testing.T) {
+			// Reset the peak (VmHWM) to now, so it is this shape's.
+			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid()), []byte("5"), 0)
+			before := procStatus(p.pid(), "VmRSS")
+			statuses := make(map[int]int)
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range concurrent {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", p.URL+sh.path, bytes.NewReader([]byte(sh.body)))
+					req.Header.Set("Content-Type", sh.ctype)
+					status := 0
+					if resp, err := client.Do(req); err == nil {
+						status = resp.StatusCode
+						resp.Body.Close()
+					}
+					mu.Lock()
+					statuses[status]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			peak := procStatus(p.pid(), "VmHWM")
+			t.Logf("%s: %d × %d KiB at once: answers %v; RSS %d MiB before, peak %d MiB (bound %d MiB)",
+				sh.name, concurrent, len(sh.body)>>10, statuses, before>>20, peak>>20, bound>>20)
+			if statuses[sh.status] != concurrent {
+				t.Errorf("answers %v, want %d × %d", statuses, concurrent, sh.status)
+			}
+			if peak > bound {
+				t.Errorf("peak RSS %d MiB over %d MiB", peak>>20, bound>>20)
+			}
+		})
+	}
+	if n := s.totalCalls(); n != 0 {
+		t.Fatalf("the site ran %d times for unsigned requests", n)
+	}
+}
