@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strconv"
 	"strings"
@@ -152,5 +153,34 @@ func TestOneShotRefusedIsADialError(t *testing.T) {
 	_, err = o.RoundTrip(oneShotRequest(t, ctx, addr, "{}"))
 	if err == nil || !isDialError(err) || called.Load() {
 		t.Fatalf("err %v (dial error %v), WroteRequest called %v", err, isDialError(err), called.Load())
+	}
+}
+
+// One webhook forward through oneShot to a loopback site: dial, write,
+// read the answer, close.
+//
+//	go test ./proxy -run '^$' -bench OneShot -benchmem
+func BenchmarkOneShot(b *testing.B) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer site.Close()
+	addr := strings.TrimPrefix(site.URL, "http://")
+	body := strings.Repeat("x", 1024)
+	o := &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/hook", strings.NewReader(body))
+		resp, err := o.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
 	}
 }
