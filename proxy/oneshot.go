@@ -139,7 +139,8 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 			grace = earlyAnswerGrace
 		}
 		until := time.Now().Add(grace)
-		if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+		dl, atDeadline := ctx.Deadline()
+		if atDeadline = atDeadline && dl.Before(until); atDeadline {
 			until = dl
 		}
 		_ = nc.SetReadDeadline(until)
@@ -148,7 +149,13 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, rerr := o.readResponse(conn, req)
 		if rerr != nil {
-			return fail(fmt.Errorf("%w; no answer could be read: %w", werr, rerr))
+			err = fmt.Errorf("%w; no answer could be read: %w", werr, rerr)
+			if atDeadline && isTimeout(rerr) && ctx.Err() == nil {
+				// The read ended at the forward's deadline a moment
+				// before the context's own timer: say so.
+				err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+			}
+			return fail(err)
 		}
 		return o.answer(resp, conn, stop), nil
 	}
