@@ -42,21 +42,36 @@ type capture struct {
 	// keyHeader: keyValue is set on the outgoing request (forward_key_header).
 	keyHeader, keyValue string
 
-	wrote atomic.Bool // the whole request was written to the site
+	// wroteHeaders: http.Transport (https:// sites) wrote the request
+	// line and headers (httptrace's WroteHeaders).
+	wroteHeaders atomic.Bool
 }
 
-// trace records whether the request reached the site: a request whose
-// write failed (a pooled connection the site had closed or reset) cannot
-// have run the handler, so its failure is not ambiguous.
+// trace records how far the request got, for a RoundTripper that does not
+// say it in its errors (http.Transport; oneShot's sendError counts bytes).
 func (c *capture) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			c.wrote.Store(true)
-		}
-	}}
+	return &httptrace.ClientTrace{WroteHeaders: func() { c.wroteHeaders.Store(true) }}
 }
 
-func (c *capture) sent() bool { return c.wrote.Load() }
+// started reports whether any byte of the request may have reached the
+// site before err ended the forward (see requestStarted).
+func (c *capture) started(err error) bool { return requestStarted(err, c.wroteHeaders.Load()) }
+
+// requestStarted reports whether any byte of the request may have reached
+// the site before err. oneShot (http:// sites) counts the bytes it wrote
+// and says so in its sendError. http.Transport (https:// sites) does not
+// say it in the error it returns (its nothingWrittenError is unwrapped
+// before RoundTrip returns): the request counts as started once the
+// transport wrote its headers (to the connection's buffer, after the TLS
+// handshake); a failure in between, rare on a fresh connection, errs on
+// the ambiguous side, never towards running the handler twice.
+func requestStarted(err error, wroteHeaders bool) bool {
+	var se *sendError
+	if errors.As(err, &se) {
+		return se.written > 0
+	}
+	return wroteHeaders && !isDialError(err)
+}
 
 // newCapture holds up to limit bytes of the answer, then streams to w.
 func newCapture(w http.ResponseWriter, limit int64) *capture {
@@ -140,30 +155,30 @@ type outcome int
 
 const (
 	answered      outcome = iota // the site answered; see capture.status
-	unreachable                  // the request never reached the site
-	timedOut                     // upstream_timeout passed: the site may have run
-	broken                       // the connection broke after the request was sent
+	unreachable                  // no byte of the request reached the site (a dial failure, a failure before the first byte)
+	timedOut                     // upstream_timeout passed after the request started: the site may have run
+	broken                       // the connection broke after the request started, and no answer could be read
 	aborted                      // hookonce is shutting down; the request never reached the site
 	abortedAtSite                // hookonce is shutting down; the site had the request
 )
 
-// classify says how a forward ended; sent tells whether the whole request
-// was written to the site.
-func classify(ctx context.Context, abortCtx context.Context, err error, sent bool) outcome {
+// classify says how a forward ended; started tells whether any byte of
+// the request may have reached the site (requestStarted). A started
+// request is never unreachable: the site may have read enough to run the
+// handler, so with no answer the outcome is ambiguous (row 10a). (An
+// answer read after a failed write is an answer: err is nil.)
+func classify(ctx context.Context, abortCtx context.Context, err error, started bool) outcome {
 	switch {
 	case err == nil:
 		return answered
-	case abortCtx.Err() != nil && sent:
+	case abortCtx.Err() != nil && started:
 		return abortedAtSite
 	case abortCtx.Err() != nil:
 		return aborted
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		if !sent && isDialError(err) {
-			return unreachable
-		}
-		return timedOut
-	case !sent || isDialError(err):
+	case !started || isDialError(err):
 		return unreachable
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return timedOut
 	default:
 		return broken
 	}
@@ -283,7 +298,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *ht
 	ct := t
 	if ht, ok := t.(*http.Transport); ok {
 		if upstream.Scheme == "http" {
-			ct = &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+			ct = newOneShot()
 		} else {
 			ht = ht.Clone()
 			ht.DisableKeepAlives = true

@@ -17,24 +17,62 @@ import (
 // request goes out on a connection of its own, dialled for it, written
 // once, and closed with its answer. There is no pool to pick a dying
 // connection from and no transport logic that could send a request twice
-// (trap 1); whether the request was written is known exactly (the write
-// returned), and reported to the httptrace WroteRequest hook as
-// http.Transport does. It costs less than a Transport with keep-alives
-// off, which runs three goroutines and a dial goroutine per connection.
+// (trap 1); how many bytes of the request reached the connection is
+// counted exactly and carried by every error after the dial (sendError),
+// and the outcome of the write is reported to the httptrace WroteRequest
+// hook as http.Transport does. It costs less than a Transport with
+// keep-alives off, which runs three goroutines and a dial goroutine per
+// connection.
+//
+// A site may answer before it has read the whole request and close the
+// connection (Go's server past 256 KB unread, a framework keyed on a
+// header): the write fails, yet the answer is on the socket. Once any byte
+// was written, a failed write is followed by one attempt to read the
+// answer, for at most earlyAnswerGrace and never past the forward's
+// deadline (trap 31).
 type oneShot struct {
-	dialer *net.Dialer
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// maxHeader bounds the site's answer's header block, as
 	// http.Transport's MaxResponseHeaderBytes does.
 	maxHeader int64
+	// grace bounds the wait for an answer after a failed write; 0 means
+	// earlyAnswerGrace.
+	grace time.Duration
 }
 
 // oneShotMaxHeader is http.Transport's default MaxResponseHeaderBytes.
 const oneShotMaxHeader = 10 << 20
 
+// earlyAnswerGrace is how long an answer is waited for once writing the
+// request failed: a site that answered early and closed has its answer in
+// flight already.
+const earlyAnswerGrace = time.Second
+
+func newOneShot() *oneShot {
+	return &oneShot{dial: newDialer().DialContext, maxHeader: oneShotMaxHeader}
+}
+
 var (
 	oneShotReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 	oneShotWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
+
+// sendError is oneShot's error once the connection was dialled: written
+// bytes of the request had reached the connection when err ended the
+// forward. written 0 means the site cannot have seen the request.
+type sendError struct {
+	written int64
+	err     error
+}
+
+func (e *sendError) Error() string {
+	if e.written == 0 {
+		return e.err.Error() + " (nothing of the request was written)"
+	}
+	return fmt.Sprintf("%v (after %d bytes of the request were written)", e.err, e.written)
+}
+
+func (e *sendError) Unwrap() error { return e.err }
 
 func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -51,21 +89,23 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	conn, err := o.dialer.DialContext(ctx, "tcp", addr)
+	nc, err := o.dial(ctx, "tcp", addr)
 	if err != nil {
 		closeBody()
 		return nil, err
 	}
+	// conn counts what is written and bounds what is read of the headers.
+	conn := &oneShotConn{Conn: nc, left: o.maxHeader}
 	// The forward's deadline or hookonce's shutdown interrupts whatever
 	// the connection is doing.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
-		conn.Close()
+		nc.Close()
 		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%w)", cerr, err)
+			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
-		return nil, err
+		return nil, &sendError{written: conn.written, err: err}
 	}
 
 	req.Close = true // Connection: close: the site ends the connection with its answer
@@ -75,61 +115,125 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err != nil && conn.werr != nil {
+		// The connection's own error: Request.Write hides a failed body
+		// write behind a wrapper that does not unwrap.
+		err = conn.werr
+	}
 	bw.Reset(nil)
 	oneShotWriters.Put(bw)
 	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
 		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
 	}
 	if err != nil {
+		if conn.written == 0 {
+			return fail(err) // the site cannot have seen it
+		}
+		// The site may have answered and closed without reading the
+		// rest: read what it said, briefly. The deadline is set before
+		// ctx is checked, so a deadline set by stop's AfterFunc is never
+		// overwritten unnoticed.
+		werr := err
+		grace := o.grace
+		if grace <= 0 {
+			grace = earlyAnswerGrace
+		}
+		until := time.Now().Add(grace)
+		dl, atDeadline := ctx.Deadline()
+		if atDeadline = atDeadline && dl.Before(until); atDeadline {
+			until = dl
+		}
+		_ = nc.SetReadDeadline(until)
+		if ctx.Err() != nil {
+			return fail(werr)
+		}
+		resp, rerr := o.readResponse(conn, req)
+		if rerr != nil {
+			err = fmt.Errorf("%w; no answer could be read: %w", werr, rerr)
+			if atDeadline && isTimeout(rerr) && ctx.Err() == nil {
+				// The read ended at the forward's deadline a moment
+				// before the context's own timer: say so.
+				err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+			}
+			return fail(err)
+		}
+		return o.answer(resp, conn, stop), nil
+	}
+	resp, err := o.readResponse(conn, req)
+	if err != nil {
 		return fail(err)
 	}
+	return o.answer(resp, conn, stop), nil
+}
 
-	lr := &limitedConn{Conn: conn, left: o.maxHeader}
+// oneShotAnswer is an answer read with the pooled reader it came through.
+type oneShotAnswer struct {
+	*http.Response
+	br *bufio.Reader
+}
+
+// readResponse reads the site's final answer's header block.
+func (o *oneShot) readResponse(conn *oneShotConn, req *http.Request) (oneShotAnswer, error) {
 	br := oneShotReaders.Get().(*bufio.Reader)
-	br.Reset(lr)
-	var resp *http.Response
+	br.Reset(conn)
 	for {
-		resp, err = http.ReadResponse(br, req)
+		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			br.Reset(nil)
 			oneShotReaders.Put(br)
 			if errors.Is(err, errHeaderTooLong) {
 				err = fmt.Errorf("the site's answer has more than %d bytes of headers", o.maxHeader)
 			}
-			return fail(err)
+			return oneShotAnswer{}, err
 		}
 		// Informational answers (103 Early Hints, a stray 100) are not
 		// the answer; 101 would be, but no webhook upgrades.
 		if resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue
 		}
-		break
+		return oneShotAnswer{Response: resp, br: br}, nil
 	}
-	lr.left = -1 // the body is bounded by whoever reads it
-	resp.Body = &oneShotBody{ReadCloser: resp.Body, conn: conn, br: br, stop: stop}
-	return resp, nil
+}
+
+// answer hands the answer on; closing its body ends the connection.
+func (o *oneShot) answer(a oneShotAnswer, conn *oneShotConn, stop func() bool) *http.Response {
+	conn.left = -1 // the body is bounded by whoever reads it
+	a.Body = &oneShotBody{ReadCloser: a.Body, conn: conn.Conn, br: a.br, stop: stop}
+	return a.Response
 }
 
 var errHeaderTooLong = errors.New("header too long")
 
-// limitedConn fails reads once left bytes were read (left < 0: no limit).
-type limitedConn struct {
+// oneShotConn counts the bytes written to the site and fails reads once
+// left bytes were read (left < 0: no limit).
+type oneShotConn struct {
 	net.Conn
-	left int64
+	written int64
+	werr    error // the first write error
+	left    int64
 }
 
-func (l *limitedConn) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return l.Conn.Read(p)
+func (c *oneShotConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
+	if err != nil && c.werr == nil {
+		c.werr = err
 	}
-	if l.left == 0 {
+	return n, err
+}
+
+func (c *oneShotConn) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return c.Conn.Read(p)
+	}
+	if c.left == 0 {
 		return 0, errHeaderTooLong
 	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
 	}
-	n, err := l.Conn.Read(p)
-	l.left -= int64(n)
+	n, err := c.Conn.Read(p)
+	c.left -= int64(n)
 	return n, err
 }
 

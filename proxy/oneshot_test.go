@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -68,7 +70,7 @@ func TestOneShotOneConnectionPerRequest(t *testing.T) {
 		_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
 		_, _ = io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
 	})
-	o := &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+	o := newOneShot()
 	const n = 5
 	for i := range n {
 		var wrote atomic.Bool
@@ -100,7 +102,7 @@ func TestOneShotContextEnds(t *testing.T) {
 		_, _ = io.Copy(io.Discard, br) // until hookonce closes
 		close(closed)
 	})
-	o := &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+	o := newOneShot()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -128,7 +130,7 @@ func TestOneShotHeaderBound(t *testing.T) {
 			}
 		}
 	})
-	o := &oneShot{dialer: newDialer(), maxHeader: 64 << 10}
+	o := &oneShot{dial: newDialer().DialContext, maxHeader: 64 << 10}
 	_, err := o.RoundTrip(oneShotRequest(t, context.Background(), addr, "{}"))
 	if err == nil || !strings.Contains(err.Error(), "bytes of headers") {
 		t.Fatalf("err %v, want the header bound", err)
@@ -148,9 +150,196 @@ func TestOneShotRefusedIsADialError(t *testing.T) {
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
 		called.Store(true)
 	}})
-	o := &oneShot{dialer: newDialer(), maxHeader: oneShotMaxHeader}
+	o := newOneShot()
 	_, err = o.RoundTrip(oneShotRequest(t, ctx, addr, "{}"))
 	if err == nil || !isDialError(err) || called.Load() {
 		t.Fatalf("err %v (dial error %v), WroteRequest called %v", err, isDialError(err), called.Load())
+	}
+}
+
+// writeFails passes limit bytes of writes to its connection, then fails
+// them, as a connection the site reset does; reads are untouched.
+type writeFails struct {
+	net.Conn
+	limit int
+}
+
+func (c *writeFails) Write(p []byte) (int, error) {
+	if len(p) <= c.limit {
+		n, err := c.Conn.Write(p)
+		c.limit -= n
+		return n, err
+	}
+	n, _ := c.Conn.Write(p[:c.limit])
+	c.limit -= n
+	return n, syscall.ECONNRESET
+}
+
+// pipeSite is a site on the far end of an in-memory connection whose
+// writes fail after limit bytes: it reads the request's headers, then runs
+// answer (nil: keeps the connection open and silent).
+func pipeSite(t *testing.T, limit int, answer func(c net.Conn)) *oneShot {
+	t.Helper()
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	go func() {
+		br := bufio.NewReader(server)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		if answer != nil {
+			answer(server)
+		}
+		_, _ = io.Copy(io.Discard, br) // until the client closes
+	}()
+	return &oneShot{
+		dial: func(context.Context, string, string) (net.Conn, error) {
+			return &writeFails{Conn: client, limit: limit}, nil
+		},
+		maxHeader: oneShotMaxHeader,
+	}
+}
+
+func sendErrorOf(t *testing.T, err error) *sendError {
+	t.Helper()
+	var se *sendError
+	if !errors.As(err, &se) {
+		t.Fatalf("err %v (%T) carries no sendError", err, err)
+	}
+	return se
+}
+
+// The write fails after the headers left; the site's answer, already
+// sent, is read and returned: it is the site's answer.
+func TestOneShotEarlyAnswerAfterFailedWrite(t *testing.T) {
+	o := pipeSite(t, 300, func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+	})
+	var writeErr atomic.Bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		writeErr.Store(w.Err != nil)
+	}})
+	resp, err := o.RoundTrip(oneShotRequest(t, ctx, "site.test", strings.Repeat("x", 100<<10)))
+	if err != nil {
+		t.Fatalf("err %v, want the site's answer", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "done" || err != nil {
+		t.Fatalf("%d %q %v, want 200 done", resp.StatusCode, b, err)
+	}
+	if !writeErr.Load() {
+		t.Fatal("WroteRequest reported no error: the write did not fail, the test proves nothing")
+	}
+}
+
+// Nothing was written: the site cannot have seen the request, no answer
+// is waited for, and the error says so (unreachable).
+func TestOneShotNothingWritten(t *testing.T) {
+	o := pipeSite(t, 0, nil)
+	o.grace = time.Hour // would hang if an answer were waited for
+	_, err := o.RoundTrip(oneShotRequest(t, context.Background(), "site.test", "{}"))
+	if se := sendErrorOf(t, err); se.written != 0 || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("err %v, written %d: want the write error, nothing written", err, se.written)
+	}
+	if requestStarted(err, true) {
+		t.Fatal("a request of which nothing was written counts as started")
+	}
+}
+
+// The write failed after the headers left and the site says nothing: the
+// answer is waited for no longer than the grace, then the error carries
+// what was written (ambiguous, never unreachable).
+func TestOneShotNoAnswerAfterFailedWrite(t *testing.T) {
+	o := pipeSite(t, 300, nil)
+	o.grace = 150 * time.Millisecond
+	start := time.Now()
+	_, err := o.RoundTrip(oneShotRequest(t, context.Background(), "site.test", strings.Repeat("x", 10<<10)))
+	took := time.Since(start)
+	se := sendErrorOf(t, err)
+	if se.written != 300 || !errors.Is(err, syscall.ECONNRESET) || !strings.Contains(err.Error(), "no answer could be read: read pipe: i/o timeout") {
+		t.Fatalf("err %v, written %d: want the write error, 300 bytes, the grace's deadline", err, se.written)
+	}
+	if took < 100*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("gave up after %s, want about the 150ms grace", took)
+	}
+	if !requestStarted(err, false) {
+		t.Fatal("a request whose headers left does not count as started")
+	}
+}
+
+// The forward's deadline bounds the grace: the context's error, and what
+// was written.
+func TestOneShotGraceEndsAtTheDeadline(t *testing.T) {
+	o := pipeSite(t, 300, nil)
+	o.grace = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := o.RoundTrip(oneShotRequest(t, ctx, "site.test", strings.Repeat("x", 10<<10)))
+	took := time.Since(start)
+	if se := sendErrorOf(t, err); se.written != 300 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, written %d: want the deadline, 300 bytes", err, se.written)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("gave up after %s, want the 200ms deadline", took)
+	}
+}
+
+// A real site that reads the headers, answers and closes with 900 KB
+// unread (the kernel resets the connection under the write): the answer.
+func TestOneShotEarlyAnswerRealSocket(t *testing.T) {
+	addr, _ := rawSite(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 202 Accepted\r\nContent-Length: 4\r\n\r\ndone")
+	})
+	for i := range 20 {
+		var writeErr atomic.Bool
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+			writeErr.Store(w.Err != nil)
+		}})
+		resp, err := newOneShot().RoundTrip(oneShotRequest(t, ctx, addr, strings.Repeat("x", 900<<10)))
+		if err != nil {
+			t.Fatalf("request %d: %v, want the site's answer", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 202 || string(b) != "done" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+		if i == 0 && !writeErr.Load() {
+			t.Log("the write did not fail: the early answer was read as a normal one")
+		}
+	}
+}
+
+// One webhook forward through oneShot to a loopback site: dial, write,
+// read the answer, close.
+//
+//	go test ./proxy -run '^$' -bench OneShot -benchmem
+func BenchmarkOneShot(b *testing.B) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer site.Close()
+	addr := strings.TrimPrefix(site.URL, "http://")
+	body := strings.Repeat("x", 1024)
+	o := newOneShot()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/hook", strings.NewReader(body))
+		resp, err := o.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
 	}
 }

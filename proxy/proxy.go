@@ -756,7 +756,7 @@ func (d *delivery) forwardClaimed() {
 	d.upstreamStatus = c.status
 
 	err := c.failure()
-	how := classify(ctx, p.abortCtx, err, c.sent())
+	how := classify(ctx, p.abortCtx, err, c.started(err))
 	why := ""
 	dec := decideForward(s, how, c.status, d.takeover, func() bool {
 		ok, reason := s.Succeeded(d.req, c.status, c.body.Bytes())
