@@ -11,7 +11,9 @@ package faults_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,4 +130,86 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 	if n := s.totalCalls(); n != 0 {
 		t.Fatalf("the site ran %d times for unsigned requests", n)
 	}
+}
+
+// A site that answers before it read the whole body, and sockets that
+// send headers and nothing more, against a real serve. Expected, written
+// down first: one execution for three deliveries of one 900 KB event, the
+// first answer replayed to the others; a delivery among 300 idle sockets
+// (past max_inflight 256) answered and run once.
+func TestEarlyAnswersAndIdleSockets(t *testing.T) {
+	needBinary(t)
+	s := newSite(t, nil)
+	// The counting site reads whole bodies; this one answers from the
+	// headers alone, as Go's server does past 256 KB unread.
+	early := newEarlySite(t)
+	p := startServe(t, serveOpts{
+		store: "sqlite:" + filepath.Join(t.TempDir(), "hookonce.db"), upstream: early.URL,
+		config: "senders:\n  - name: shop\n    match: { path: /hooks/shop }\n    key: [ { header: X-Event-Id } ]\n",
+	})
+	client := newClient(t, 30*time.Second)
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 900<<10) + `"}`
+	var answers []string
+	for range 3 {
+		req, _ := http.NewRequest("POST", p.URL+"/hooks/shop", strings.NewReader(big))
+		req.Header.Set("X-Event-Id", "big")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		answers = append(answers, fmt.Sprintf("%d replayed=%s", resp.StatusCode, resp.Header.Get("Idempotent-Replayed")))
+	}
+	t.Logf("early answers: %v, executions %d", answers, early.runs())
+	if early.runs() != 1 || answers[0] != "200 replayed=" || answers[1] != "200 replayed=true" || answers[2] != "200 replayed=true" {
+		t.Fatalf("answers %v, executions %d; want one run, then replays", answers, early.runs())
+	}
+
+	// Idle sockets: headers, then nothing.
+	idle := startServe(t, serveOpts{
+		store: "sqlite:" + filepath.Join(t.TempDir(), "idle.db"), upstream: s.URL,
+		config: "senders:\n  - name: shop\n    match: { path: /hooks/shop }\n    key: [ { body: id } ]\n",
+	})
+	addr := strings.TrimPrefix(idle.URL, "http://")
+	for i := range 300 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1000+i)
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := post(client, idle.URL+"/hooks/shop", `{"id":"among-idle"}`)
+	t.Logf("among 300 idle sockets: %s, executions %d", r, s.execs("among-idle"))
+	if !r.ok() || s.execs("among-idle") != 1 {
+		t.Fatalf("a delivery among idle sockets: %s, executions %d; want it run once", r, s.execs("among-idle"))
+	}
+}
+
+// earlySite answers 200 from the request's headers and closes without
+// reading the body, counting its runs.
+type earlySite struct {
+	*httptest.Server
+	mu sync.Mutex
+	n  int
+}
+
+func newEarlySite(t *testing.T) *earlySite {
+	e := &earlySite{}
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.n++
+		e.mu.Unlock()
+		w.Header().Set("Connection", "close")
+		fmt.Fprintf(w, `{"ok":true,"id":%q}`, r.Header.Get("X-Event-Id"))
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *earlySite) runs() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n
 }
