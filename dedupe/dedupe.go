@@ -406,6 +406,37 @@ type Store interface {
 // sender names may not contain ':'.
 const ProbeSender = "hookonce:probe"
 
+// ObjectLocker is implemented by stores that can hold per-object locks,
+// for senders with serialize: deliveries of different events about one
+// business object (an order) never run at the site together. An object is
+// named by a scope (several senders may share one) and the object's key.
+// Like a claim, a lock has an owner token and a lease judged by the
+// store's clock; every write is fenced by the owner. Every backend
+// implements it (checked by dedupetest.RunObjectConformance); it is an
+// interface of its own so that a Store decorator passes it on explicitly.
+type ObjectLocker interface {
+	// LockObject takes (scope, object) for owner for lease when it is
+	// free, its holder's lease has expired, or owner holds it already (the
+	// lease is then extended). It reports whether owner holds the object
+	// now; when it does not, nothing is written.
+	LockObject(ctx context.Context, scope, object, owner string, lease time.Duration) (bool, error)
+	// RenewObject extends owner's lease to lease from now; ErrNotOwner when
+	// owner no longer holds the object (it was freed, or taken after the
+	// lease expired).
+	RenewObject(ctx context.Context, scope, object, owner string, lease time.Duration) error
+	// UnlockObject frees the object if owner holds it (an expired lease
+	// that no one took since still counts); ErrNotOwner otherwise, and
+	// nothing is written. Stores that are Notifiers announce it as a change
+	// of (ObjectSender(scope), object).
+	UnlockObject(ctx context.Context, scope, object, owner string) error
+}
+
+// ObjectSender is the sender under which a Notifier announces that an
+// object of scope was freed: WaitChange(ctx, ObjectSender(scope), object).
+// No configured sender can have this name (sender names may not contain
+// ':').
+func ObjectSender(scope string) string { return "hookonce:object:" + scope }
+
 // Notifier is implemented by stores that can announce changes of a key, so
 // that deliveries waiting on a processing claim wake at once instead of on
 // their next poll.
