@@ -228,9 +228,20 @@ type senderFile struct {
 	Key        []keyPartFile    `yaml:"key"`
 	Signature  *SignatureConfig `yaml:"signature"`
 	Success    *successFile     `yaml:"success"`
+	Serialize  *serializeFile   `yaml:"serialize"`
 	policyFile `yaml:",inline"`
 	node       *yaml.Node // where it is in the file, for line numbers
 }
+
+type serializeFile struct {
+	Key   []keyPartFile `yaml:"key"`
+	Scope string        `yaml:"scope"`
+	Wait  *Duration     `yaml:"wait"`
+}
+
+// scopeName is what a serialize scope may be called: it names a lock
+// namespace in the store, shared by the senders that name it.
+var scopeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 type siteFile struct {
 	Index      *[]string `yaml:"index"`
@@ -597,6 +608,32 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	}
 
 	probs = append(probs, s.apply(&sf.policyFile)...)
+	if sf.Serialize != nil {
+		ser := &Serialize{Scope: sf.Serialize.Scope, Wait: s.UpstreamTimeout}
+		if ser.Scope == "" {
+			ser.Scope = s.Name
+		} else if !scopeName.MatchString(ser.Scope) {
+			bad("serialize.scope", "%q: letters, digits, '.', '_' and '-', at most 64", ser.Scope)
+		}
+		for i, kf := range sf.Serialize.Key {
+			part, err := compileKeyPart(kf)
+			if err != nil {
+				bad(fmt.Sprintf("serialize.key[%d]", i), "%v", err)
+				continue
+			}
+			ser.Keys = append(ser.Keys, part)
+		}
+		if len(sf.Serialize.Key) == 0 {
+			bad("serialize.key", "required: the object's key, as for key (header, body, query, form or request)")
+		}
+		if w := sf.Serialize.Wait; w != nil {
+			if time.Duration(*w) < 10*time.Millisecond {
+				bad("serialize.wait", "%s is too short (minimum 10ms)", time.Duration(*w))
+			}
+			ser.Wait = time.Duration(*w)
+		}
+		s.Serialize = ser
+	}
 	// A ttl the file leaves alone covers the preset's retry window, so a
 	// config that sets none never warns (Standard Webhooks' 75h is more
 	// than the built-in 72h).

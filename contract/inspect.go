@@ -42,6 +42,10 @@ type Inspection struct {
 	// when it differs from Hash (see Sender.RequestHash).
 	LegacyHash string
 	HashErr    error // hash: json on a body that is not JSON
+	// Object is the business object the delivery is about (serialize); ""
+	// when the sender serializes nothing or the object's key is absent.
+	Object    string
+	ObjectErr error // why Object is "" for a serializing sender
 }
 
 // Unkeyed is why the event cannot be claimed: no usable key, or no hash.
@@ -75,6 +79,7 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 	}
 	in.Key, in.KeyErr = s.Key(in.Request)
 	in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
+	in.Object, in.ObjectErr = s.ObjectKey(in.Request)
 	return in
 }
 

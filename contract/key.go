@@ -93,23 +93,26 @@ const maxKeyPart = 512
 // notification that carries no refund amount. Dropping only trailing
 // empty parts of a fixed list keeps the join one-to-one: a key still
 // splits back (on unescaped ":") into exactly one list of parts.
-func (s *Sender) Key(req *Request) (string, error) {
-	if len(s.Keys) == 1 && !s.Keys[0].omissible() {
-		return s.Keys[0].extract(req)
+func (s *Sender) Key(req *Request) (string, error) { return joinKey(s.Keys, req) }
+
+// joinKey reads parts and joins them, each escaped, with ":".
+func joinKey(parts []KeyPart, req *Request) (string, error) {
+	if len(parts) == 1 && !parts[0].omissible() {
+		return parts[0].extract(req)
 	}
-	vals := make([]string, 0, len(s.Keys))
-	for _, k := range s.Keys {
+	vals := make([]string, 0, len(parts))
+	for _, k := range parts {
 		v, err := k.extract(req)
 		if err != nil {
 			return "", err
 		}
 		vals = append(vals, v)
 	}
-	for len(vals) > 1 && vals[len(vals)-1] == "" && s.Keys[len(vals)-1].omissible() {
+	for len(vals) > 1 && vals[len(vals)-1] == "" && parts[len(vals)-1].omissible() {
 		vals = vals[:len(vals)-1]
 	}
 	if len(vals) == 1 && vals[0] == "" {
-		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, s.Keys[0])
+		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, parts[0])
 	}
 	var b strings.Builder
 	for i, v := range vals {

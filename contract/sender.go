@@ -26,6 +26,9 @@ type Sender struct {
 	presetMethods []string
 
 	Keys   []KeyPart // joined with ":" in order
+	// Serialize, when set, keeps deliveries about one business object from
+	// running at the site together (nil: they run as they come).
+	Serialize *Serialize
 	Hash   HashMode  // HashRaw or HashJSON
 	Ignore []string  // JSON paths dropped before a HashJSON hash
 
@@ -139,4 +142,24 @@ func (s *Sender) UnretriedAfter() time.Duration {
 		return s.RetryWindow
 	}
 	return DefaultUnretriedAfter
+}
+
+// Serialize is a sender's serialize setting: deliveries whose object keys
+// (Keys, read as an event key is) are equal within Scope never run at the
+// site at the same time; one that finds its object busy waits up to Wait.
+type Serialize struct {
+	Keys  []KeyPart
+	Scope string        // the sender's name unless set; senders may share one
+	Wait  time.Duration // the sender's upstream_timeout unless set
+}
+
+// ObjectKey returns the key of the business object a delivery is about,
+// as serialize names it; "" with ErrMissingKey when a part is absent (the
+// delivery then runs unserialized: it is about no object), and ErrBadKey
+// for a value no key should hold.
+func (s *Sender) ObjectKey(req *Request) (string, error) {
+	if s.Serialize == nil {
+		return "", nil
+	}
+	return joinKey(s.Serialize.Keys, req)
 }

@@ -32,6 +32,10 @@ const (
 	// OutcomeOverloaded: max_inflight requests were already being handled
 	// (counted with sender="").
 	OutcomeOverloaded = "overloaded"
+	// OutcomeObjectBusy: the delivery's business object (serialize) stayed
+	// busy past serialize.wait, or too many deliveries waited on it; the
+	// claim was freed and nothing stored.
+	OutcomeObjectBusy = "object_busy"
 )
 
 type metrics struct {
@@ -41,6 +45,8 @@ type metrics struct {
 	inflight  prometheus.Gauge
 	lost      *prometheus.CounterVec
 	unretried *prometheus.GaugeVec
+	objWait   *prometheus.HistogramVec
+	objBusy   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -71,9 +77,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_unretried_events",
 			Help: "Events left released or held with no attempt within their sender's retry window: the sender gave up; an operator must redeliver or release them.",
 		}, []string{"sender"}),
+		objWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookonce_object_wait_seconds",
+			Help:    "Time a delivery waited for its business object (serialize) before it ran, or gave up.",
+			Buckets: []float64{.001, .005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"sender"}),
+		objBusy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookonce_objects_busy",
+			Help: "Business objects (serialize) this instance holds for a delivery at the site, by scope.",
+		}, []string{"scope"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy)
 	}
 	return m
 }

@@ -71,7 +71,9 @@ type Proxy struct {
 	failAt   func(point string)
 	replica  string
 	waiters  waiters
-	held     atomic.Int64 // deliveries whose body is in, being handled (max_inflight)
+	objects  objectQueues        // local queues of deliveries per business object (serialize)
+	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
+	held     atomic.Int64        // deliveries whose body is in, being handled (max_inflight)
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
 	bodyBytes atomic.Int64
@@ -95,6 +97,14 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("new proxy: contract and store are required")
 	}
 	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint}
+	p.locker, _ = o.Store.(dedupe.ObjectLocker)
+	if p.locker == nil {
+		for _, s := range o.Contract.Senders {
+			if s.Serialize != nil {
+				return nil, fmt.Errorf("new proxy: sender %s serializes, and the store (%T) holds no object locks", s.Name, o.Store)
+			}
+		}
+	}
 	if p.failAt == nil {
 		p.failAt = func(string) {}
 	}
@@ -367,6 +377,11 @@ type delivery struct {
 	owner      string
 	takeover   bool
 
+	object      string        // the business object (serialize); "" for none
+	objectHeld  atomic.Bool   // the object is ours in the store (renewed by the heartbeat)
+	objectWait  time.Duration // how long the delivery waited for it
+	leaveObject func()        // leaves the local queue of the object
+
 	upstreamStatus int
 	upstreamTime   time.Duration
 	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
@@ -562,6 +577,7 @@ func (d *delivery) decide(in contract.Inspection) {
 		return
 	}
 	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
+	d.object = in.Object
 	d.claimLoop()
 }
 
@@ -722,6 +738,19 @@ func (d *delivery) forwardClaimed() {
 	p.mu.Unlock()
 	defer p.inflight.Done()
 
+	// The heartbeat runs from here until the outcome is in the store, so
+	// waiting for the business object and storing the answer may take as
+	// long as they need (trap 6).
+	beat := d.heartbeat()
+	defer beat.stop()
+	// Serialize: the object is taken once the event's claim is won, given
+	// back once the answer is judged (deferred: after the outcome is
+	// stored).
+	if !d.takeObject() {
+		return
+	}
+	defer d.freeObject()
+
 	// Trap 2: the forward runs under hookonce's own deadline, not under the
 	// sender's connection, so a sender that hangs up does not abort a site
 	// that is mid-handler.
@@ -743,10 +772,6 @@ func (d *delivery) forwardClaimed() {
 	out.ContentLength = int64(len(d.body))
 	out.GetBody = nil // trap 1
 
-	// The heartbeat runs until the outcome is in the store, so storing the
-	// answer may take as long as the lease allows (trap 6).
-	beat := d.heartbeat()
-	defer beat.stop()
 	p.failAt("claimed")
 	began := time.Now()
 	p.capt.ServeHTTP(c, out)
@@ -843,6 +868,16 @@ func (d *delivery) heartbeat() *beat {
 				err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
 					return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
 				})
+				if err == nil && d.objectHeld.Load() {
+					ser := d.s.Serialize
+					oerr := d.p.storeCall(d.r, d.s, "renew_object", func(ctx context.Context) error {
+						return d.p.locker.RenewObject(ctx, ser.Scope, d.object, d.owner, d.s.Lease)
+					})
+					if errors.Is(oerr, dedupe.ErrNotOwner) && !b.settling.Load() {
+						d.log.Error("business object lost while the site works: another delivery about it may run at the same time",
+							"key", d.key, "scope", ser.Scope, "object", d.object)
+					}
+				}
 				switch {
 				case err == nil:
 					b.until.Store(asked.Add(d.s.Lease).UnixNano())

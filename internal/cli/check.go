@@ -130,6 +130,13 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	} else {
 		fmt.Fprintf(out, "hash: sha256:%s\n", in.Hash)
 	}
+	if ser := s.Serialize; ser != nil {
+		if in.Object != "" {
+			fmt.Fprintf(out, "serialize: scope %s, object %s (one delivery about it at the site at a time; waits up to %s)\n", ser.Scope, in.Object, ser.Wait)
+		} else if in.SigErr == nil {
+			fmt.Fprintf(out, "serialize: scope %s, no object: %v (runs unserialized)\n", ser.Scope, in.ObjectErr)
+		}
+	}
 	switch {
 	case !s.HasSignature():
 		fmt.Fprintln(out, "signature: none")

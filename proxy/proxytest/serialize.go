@@ -1,0 +1,139 @@
+package proxytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// NaiveShop is the handler the serialize scenario runs at the site: "no
+// shipment for this order yet? (work for 200 ms) create one" — the seed's
+// SELECT-then-INSERT, racing between different events about one order.
+// It counts shipments per order and the peak number of handlers running
+// at once for one order and in all.
+type NaiveShop struct {
+	*Upstream
+	mu        sync.Mutex
+	shipments map[string]int
+	running   map[string]int
+	peakOrder int // most handlers at once for one order
+	work      time.Duration
+}
+
+// NewNaiveShop starts the site; each event's JSON body names its "order".
+func NewNaiveShop(t testing.TB, work time.Duration) *NaiveShop {
+	s := &NaiveShop{shipments: map[string]int{}, running: map[string]int{}, work: work}
+	s.Upstream = NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Order string `json:"order"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &ev)
+		s.mu.Lock()
+		s.running[ev.Order]++
+		s.peakOrder = max(s.peakOrder, s.running[ev.Order])
+		none := s.shipments[ev.Order] == 0 // SELECT
+		s.mu.Unlock()
+		if none {
+			time.Sleep(s.work) // the handler works: the window the race needs
+			s.mu.Lock()
+			s.shipments[ev.Order]++ // INSERT
+			s.mu.Unlock()
+		} else {
+			time.Sleep(s.work / 4)
+		}
+		s.mu.Lock()
+		s.running[ev.Order]--
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})
+	return s
+}
+
+// Shipments is how many shipments were created in all.
+func (s *NaiveShop) Shipments() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.shipments {
+		n += v
+	}
+	return n
+}
+
+// PeakPerOrder is the most handlers that ran at once for one order.
+func (s *NaiveShop) PeakPerOrder() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peakOrder
+}
+
+// SerializeConfig is a shop sender keyed on the event id, serializing on
+// the order when serialize is true.
+func SerializeConfig(serialize bool) string {
+	c := `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+`
+	if serialize {
+		c += "    serialize: { key: [ { body: order } ], scope: orders, wait: 30s }\n"
+	}
+	return c
+}
+
+// StormResult is what a serialize storm did.
+type StormResult struct {
+	Shipments, Executions, PeakPerOrder, Peak int
+	Statuses                                  map[int]int
+}
+
+// RunSerializeStorm sends orders × 3 different events (created, paid,
+// updated) at once, spread over replicas (one proxy each, every store from
+// newStore sharing one backend), to a NaiveShop, and reports the effects.
+func RunSerializeStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, replicas, orders int, serialize bool) StormResult {
+	t.Helper()
+	shop := NewNaiveShop(t, 200*time.Millisecond)
+	var px []*Instance
+	for range replicas {
+		px = append(px, Start(t, newStore(t), shop.URL, SerializeConfig(serialize)))
+	}
+	kinds := []string{"created", "paid", "updated"}
+	res := StormResult{Statuses: map[int]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for o := range orders {
+		for k, kind := range kinds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				url := px[(o+k)%len(px)].URL + "/hooks/shop"
+				r := Post(t, url, fmt.Sprintf(`{"id":"ord%d-%s","order":"ord%d","type":%q}`, o, kind, o, kind))
+				mu.Lock()
+				res.Statuses[r.Status]++
+				mu.Unlock()
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for o := range orders {
+		for _, kind := range kinds {
+			if n := shop.Executions(fmt.Sprintf("ord%d-%s", o, kind)); n != 1 {
+				t.Errorf("event ord%d-%s ran %d times, want once", o, kind, n)
+			}
+		}
+	}
+	res.Shipments, res.Executions, res.PeakPerOrder, res.Peak = shop.Shipments(), shop.Total(), shop.PeakPerOrder(), shop.Peak()
+	return res
+}

@@ -1,0 +1,100 @@
+package proxy_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+// The seed's race between *different* events about one order: 20 orders ×
+// (created, paid, updated) sent at once to a handler that checks "no
+// shipment yet?" and then creates one. Without serialize hookonce forwards
+// them together (each is a new event) and orders ship twice; with it,
+// deliveries about one order run one at a time and every order ships once,
+// while different orders still run in parallel.
+func TestSerializeOneOrderAtATime(t *testing.T) {
+	const orders = 20
+	store := func(t *testing.T) dedupe.Store { return newStore(t) }
+	t.Run("Control", func(t *testing.T) {
+		r := proxytest.RunSerializeStorm(t, store, 1, orders, false)
+		t.Logf("without serialize: %d shipments for %d orders, peak %d per order, %d at once", r.Shipments, orders, r.PeakPerOrder, r.Peak)
+		if r.Shipments <= orders {
+			t.Errorf("%d shipments: the control did not race (the scenario proves nothing)", r.Shipments)
+		}
+	})
+	t.Run("Serialize", func(t *testing.T) {
+		r := proxytest.RunSerializeStorm(t, store, 1, orders, true)
+		t.Logf("with serialize: %d shipments for %d orders, peak %d per order, %d at once, answers %v", r.Shipments, orders, r.PeakPerOrder, r.Peak, r.Statuses)
+		if r.Shipments != orders || r.PeakPerOrder != 1 || r.Statuses[200] != 3*orders {
+			t.Errorf("%d shipments (want %d), peak %d per order (want 1), answers %v", r.Shipments, orders, r.PeakPerOrder, r.Statuses)
+		}
+		if r.Peak < 4 {
+			t.Errorf("at most %d handlers ran at once: different orders were serialized too", r.Peak)
+		}
+	})
+}
+
+// Only what reaches the site takes the object: a duplicate of an event
+// whose order is busy is answered as a duplicate (or waits on its own
+// claim), never queued behind the order; and past serialize.wait a
+// waiting delivery gives up with 503 + Retry-After, its claim freed and
+// nothing stored, so the sender's retry runs it once.
+func TestSerializeWaitBounded(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Event-Id") == "first" {
+			<-release
+		}
+		fmt.Fprint(w, "ok")
+	})
+	store := newStore(t)
+	px := proxytest.Start(t, store, site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    serialize: { key: [ { body: order } ], wait: 300ms }
+`)
+	defer once.Do(func() { close(release) })
+	firstDone := make(chan proxytest.Reply, 1)
+	go func() {
+		firstDone <- proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "first")
+	}()
+	time.Sleep(200 * time.Millisecond) // first holds o1 at the site
+	r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "second")
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || site.Executions("second") != 0 {
+		t.Fatalf("second event on a busy order past wait: %d (Retry-After %q), executions %d; want 503 + Retry-After and none",
+			r.Status, r.Header.Get("Retry-After"), site.Executions("second"))
+	}
+	proxytest.AssertFreed(t, store, "shop", "second")
+	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "shop", "outcome", proxy.OutcomeObjectBusy); n != 1 {
+		t.Errorf("object_busy counted %v times, want 1", n)
+	}
+	// Another order is not held up.
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o2"}`, "X-Event-Id", "other"); r.Status != 200 {
+		t.Fatalf("an event about another order: %d", r.Status)
+	}
+	once.Do(func() { close(release) })
+	if r := <-firstDone; r.Status != 200 {
+		t.Fatalf("first: %d", r.Status)
+	}
+	// The sender's retry of the refused event runs it, once.
+	for range 2 {
+		if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "second"); r.Status != 200 {
+			t.Fatalf("retry: %d %s", r.Status, r.Body)
+		}
+	}
+	if n := site.Executions("second"); n != 1 {
+		t.Fatalf("the retried event ran %d times, want once", n)
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_objects_busy", "scope", "shop"); n != 0 {
+		t.Errorf("hookonce_objects_busy = %v after every delivery ended", n)
+	}
+}
