@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ func newHub(s *Store) *hub { return &hub{s: s, chans: map[string]*waitSet{}} }
 // WaitChange implements dedupe.Notifier. It returns nil when the record may
 // have changed (announced by complete, hold, release, forget or purge, or
 // seen by a re-check once a second), and ctx's error when ctx ends first.
+// For sender dedupe.ObjectSender(scope) it waits on the object lock
+// instead: it returns at once when the object is free (or its holder's
+// lease ended), else when it is unlocked (announced) or a re-check sees
+// another holder or none.
 func (s *Store) WaitChange(ctx context.Context, sender, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -66,7 +71,7 @@ func (s *Store) WaitChange(ctx context.Context, sender, key string) error {
 	if err != nil {
 		return unavailable("wait change", err)
 	}
-	if before == "" || before[0] != 'p' { // gone, done, unknown or released: nothing to wait for
+	if !busy(before) { // gone, done, unknown, released or a free object: nothing to wait for
 		return nil
 	}
 	tick := time.NewTicker(recheckInterval)
@@ -89,8 +94,18 @@ func (s *Store) WaitChange(ctx context.Context, sender, key string) error {
 	}
 }
 
-// snapshot is the record's state and owner ("" when there is none).
+// snapshot is the record's state and owner ("" when there is none), or
+// for an object sender "locked" and the object's holder ("" when the
+// object is free or its holder's lease ended: no record is ever kept under
+// an object sender, so its record is never read).
 func (s *Store) snapshot(ctx context.Context, r ref) (string, error) {
+	if scope, ok := objectScope(r.sender); ok {
+		o, err := s.objectHolder(ctx, scope, r.key)
+		if err != nil || o == "" {
+			return "", err
+		}
+		return "locked\x00" + o, nil
+	}
 	v, err := s.client.HMGet(ctx, r.record(), "st", "o").Result()
 	if err != nil {
 		return "", err
@@ -101,6 +116,12 @@ func (s *Store) snapshot(ctx context.Context, r ref) (string, error) {
 		return "", nil
 	}
 	return st + "\x00" + o, nil
+}
+
+// busy reports whether a snapshot is worth waiting on: a processing claim
+// or a held object.
+func busy(snap string) bool {
+	return strings.HasPrefix(snap, "processing\x00") || strings.HasPrefix(snap, "locked\x00")
 }
 
 func (h *hub) join(ctx context.Context, ch string) (chan struct{}, *waitSet, error) {

@@ -22,6 +22,8 @@
 //
 //	hookonce:{sender:key}            record hash (one Cluster slot per event)
 //	hookonce:n:{sender:key}          Pub/Sub channel announcing changes of the record
+//	                                 (an object's unlock: sender dedupe.ObjectSender(scope))
+//	hookonce:obj:{scope:object}      object lock hash: o owner, lu lease until (objects.go)
 //	hookonce:idx:{sender}            sorted set of keys by received time (List)
 //	hookonce:idx                     sorted set of "sender:key" by received time (List, Purge)
 //	hookonce:exp                     sorted set of "sender:key" by expiry time (Purge)

@@ -41,6 +41,11 @@ func TestConformance(t *testing.T) {
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
 
+func TestObjectConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
+}
+
 func TestNewRejectsBadURLs(t *testing.T) {
 	tests := []struct{ name, url, want string }{
 		{"no scheme", "localhost:6379", "no scheme"},
@@ -541,6 +546,9 @@ func mustClaimEventually(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest) {
 func TestConformanceCluster(t *testing.T) {
 	srv := redistest.StartCluster(t)
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.ClusterURL()) })
+	t.Run("Objects", func(t *testing.T) {
+		dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.ClusterURL()) })
+	})
 	t.Run("WaitChange", func(t *testing.T) {
 		holder, waiter := mustOpen(t, srv.ClusterURL()), mustOpen(t, srv.ClusterURL())
 		mustClaim(t, holder, claimReq("cl", "evt", "h", "o", time.Minute), dedupe.Claimed)
