@@ -60,8 +60,12 @@ type claimItem struct {
 	kind itemKind
 	sql  string // itemExec
 	args []any
-	rec  dedupe.Record
-	tag  pgconn.CommandTag
+	// objects: the item writes hookonce_objects (args begin with scope and
+	// object), not hookonce_records. Within one (first, second argument) it
+	// sorts after the records' items, so the lock order stays total.
+	objects bool
+	rec     dedupe.Record
+	tag     pgconn.CommandTag
 	// itemFirst
 	won, found, claimable bool
 
@@ -83,8 +87,9 @@ type claimItem struct {
 // row locks decide. The transaction commits at once: none is ever held
 // across a forward.
 //
-// The fenced writes after a claim (Complete, Release, Hold, Renew) share
-// the same batches: each is its own UPDATE, its rows-affected its answer.
+// The fenced writes after a claim (Complete, Release, Hold, Renew) and the
+// object locks (LockObject, RenewObject, UnlockObject) share the same
+// batches: each is its own statement, its rows-affected its answer.
 type claimBatcher struct {
 	mu       sync.Mutex
 	queue    []*claimItem
@@ -100,25 +105,33 @@ type claimBatcher struct {
 // context ends, whatever the batch is doing; a claim that its batch then
 // commits is an ambiguous one, for the caller to report as such.
 func (s *Store) claim(ctx context.Context, args []any) (dedupe.Record, error) {
-	it, err := s.wait(ctx, itemClaim, "", args)
+	it, err := s.wait(&claimItem{ctx: ctx, kind: itemClaim, args: args})
 	return it.rec, err
 }
 
 // first runs a delivery's first try (itemFirst) through the batcher; args
 // are claimSQL's.
 func (s *Store) first(ctx context.Context, args []any) (*claimItem, error) {
-	return s.wait(ctx, itemFirst, "", args)
+	return s.wait(&claimItem{ctx: ctx, kind: itemFirst, args: args})
 }
 
 // exec runs a fenced write (args begin with sender and key) through the
 // batcher, as claim does, and answers its command tag.
 func (s *Store) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
-	it, err := s.wait(ctx, itemExec, sql, args)
+	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args})
 	return it.tag, err
 }
 
-func (s *Store) wait(ctx context.Context, kind itemKind, sql string, args []any) (*claimItem, error) {
-	it := &claimItem{ctx: ctx, kind: kind, sql: sql, args: args, done: make(chan struct{})}
+// execObject is exec for a write of hookonce_objects (args begin with
+// scope and object).
+func (s *Store) execObject(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args, objects: true})
+	return it.tag, err
+}
+
+func (s *Store) wait(it *claimItem) (*claimItem, error) {
+	ctx := it.ctx
+	it.done = make(chan struct{})
 	s.enqueue(it)
 	select {
 	case <-it.done:
@@ -196,10 +209,12 @@ func (s *Store) sendClaims(all []*claimItem) {
 
 	// Rows are locked in key order, so that two batches (two replicas)
 	// claiming overlapping keys cannot deadlock; claims of one key keep
-	// their queue order.
+	// their queue order. An object lock whose (scope, object) equals a
+	// record's (sender, key) comes after it: one order over both tables.
 	slices.SortStableFunc(items, func(a, b *claimItem) int {
 		return cmp.Or(strings.Compare(a.args[0].(string), b.args[0].(string)),
-			strings.Compare(a.args[1].(string), b.args[1].(string)))
+			strings.Compare(a.args[1].(string), b.args[1].(string)),
+			boolCmp(a.objects, b.objects))
 	})
 
 	batch := &pgx.Batch{}
@@ -291,4 +306,14 @@ func (s *Store) sendClaims(all []*claimItem) {
 		}
 		close(it.done)
 	}
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

@@ -783,7 +783,9 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 // Purge implements dedupe.Store. Each DELETE removes at most one batch
 // (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
 // transaction holds, and re-checks under the row lock that no live lease
-// protects the row.
+// protects the row. Whatever req says, it also removes object locks whose
+// lease ended more than objectGrace ago (their holders died); they are not
+// counted.
 func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
 	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
 	recWhere, recOrder := `expires_at <= clock_timestamp()`, `expires_at`
@@ -831,6 +833,9 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 		if req.Limit > 0 || int(tag.RowsAffected()) < batch {
 			break
 		}
+	}
+	if err := s.purgeObjects(ctx, batch, req.Limit > 0); err != nil {
+		return removed, err
 	}
 	return removed, nil
 }

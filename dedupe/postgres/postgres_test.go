@@ -46,6 +46,29 @@ func TestConformanceTwoPools(t *testing.T) {
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return twoPools{a: a, b: b} })
 }
 
+func TestObjectConformance(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}
+
+// Object locks, each statement alone (no batching): the path a statement
+// takes when its batch aborted.
+func TestObjectConformanceUnbatched(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store {
+		s := mustNew(t, dsn)
+		postgres.SetClaimBatching(s, false)
+		return s
+	})
+}
+
+func TestObjectConformanceTwoPools(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	a := mustNew(t, dsn)
+	b := mustNew(t, dsn)
+	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return twoPools{a: a, b: b} })
+}
+
 // twoPools sends each call to one of two stores in turn, so that every
 // sequence of the conformance suite crosses replicas.
 type twoPools struct {
@@ -105,3 +128,15 @@ func (p twoPools) Purge(ctx context.Context, r dedupe.PurgeRequest) (int, error)
 func (p twoPools) Ping(ctx context.Context) error  { return p.pick().Ping(ctx) }
 func (p twoPools) Probe(ctx context.Context) error { return p.pick().Probe(ctx) }
 func (p twoPools) Close() error                    { return nil } // closed by the test
+
+func (p twoPools) locker() dedupe.ObjectLocker { return p.pick().(dedupe.ObjectLocker) }
+
+func (p twoPools) LockObject(ctx context.Context, sc, o, own string, l time.Duration) (bool, error) {
+	return p.locker().LockObject(ctx, sc, o, own, l)
+}
+func (p twoPools) RenewObject(ctx context.Context, sc, o, own string, l time.Duration) error {
+	return p.locker().RenewObject(ctx, sc, o, own, l)
+}
+func (p twoPools) UnlockObject(ctx context.Context, sc, o, own string) error {
+	return p.locker().UnlockObject(ctx, sc, o, own)
+}

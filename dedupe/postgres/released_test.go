@@ -68,6 +68,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE hookonce_records SET state = 'bogus' WHERE key = 'done'`); err == nil {
 		t.Fatal("the state constraint let 'bogus' in")
 	}
+	// The later migrations came along: object locks work.
+	if ok, err := s.LockObject(ctx, "s", "inflight", "lock-owner", time.Minute); err != nil || !ok {
+		t.Fatalf("LockObject after migrating from version 1: %v, %v", ok, err)
+	}
 }
 
 // What a claim of a released record keeps and what it starts afresh, as
