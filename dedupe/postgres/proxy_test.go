@@ -39,6 +39,14 @@ func TestTwoReplicas(t *testing.T) {
 	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }
 
+// Serialize across two replicas on one database: 20 orders × 3 different
+// events at once, a naive check-then-insert handler, every order shipped
+// once (proxytest.RunSerializeReplicas).
+func TestSerializeTwoReplicas(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	proxytest.RunSerializeReplicas(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}
+
 const outageConfig = `
 defaults:
   store_timeout: 500ms

@@ -24,6 +24,13 @@ func TestTwoReplicas(t *testing.T) {
 	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
 
+// Serialize across two replicas on one Redis (woken over Pub/Sub when an
+// order is freed): every order shipped once (proxytest.RunSerializeReplicas).
+func TestSerializeTwoReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	proxytest.RunSerializeReplicas(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
+}
+
 // Redis stopped or frozen: a new event is refused with 503 + Retry-After
 // and the site sees nothing; once Redis is back, the sender's retry is
 // processed once, by the same proxy and Store.

@@ -107,6 +107,7 @@ func RunSerializeStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, r
 		px = append(px, Start(t, newStore(t), shop.URL, SerializeConfig(serialize)))
 	}
 	kinds := []string{"created", "paid", "updated"}
+	run := fmt.Sprintf("r%d-", time.Now().UnixNano()) // runs on one database stay apart
 	res := StormResult{Statuses: map[int]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -118,7 +119,7 @@ func RunSerializeStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, r
 				defer wg.Done()
 				<-start
 				url := px[(o+k)%len(px)].URL + "/hooks/shop"
-				r := Post(t, url, fmt.Sprintf(`{"id":"ord%d-%s","order":"ord%d","type":%q}`, o, kind, o, kind))
+				r := Post(t, url, fmt.Sprintf(`{"id":"%sord%d-%s","order":"%sord%d","type":%q}`, run, o, kind, run, o, kind))
 				mu.Lock()
 				res.Statuses[r.Status]++
 				mu.Unlock()
@@ -129,11 +130,38 @@ func RunSerializeStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, r
 	wg.Wait()
 	for o := range orders {
 		for _, kind := range kinds {
-			if n := shop.Executions(fmt.Sprintf("ord%d-%s", o, kind)); n != 1 {
-				t.Errorf("event ord%d-%s ran %d times, want once", o, kind, n)
+			if n := shop.Executions(fmt.Sprintf("%sord%d-%s", run, o, kind)); n != 1 {
+				t.Errorf("event %sord%d-%s ran %d times, want once", run, o, kind, n)
 			}
 		}
 	}
 	res.Shipments, res.Executions, res.PeakPerOrder, res.Peak = shop.Shipments(), shop.Total(), shop.PeakPerOrder(), shop.Peak()
 	return res
+}
+
+// RunSerializeReplicas runs the storm over two replicas on one backend,
+// with and without serialize: without, orders ship more than once (the
+// control); with, every order ships once, no two deliveries about one
+// order run at once across the replicas, and different orders run in
+// parallel.
+func RunSerializeReplicas(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
+	const orders = 20
+	t.Run("Control", func(t *testing.T) {
+		r := RunSerializeStorm(t, newStore, 2, orders, false)
+		t.Logf("two replicas without serialize: %d shipments for %d orders", r.Shipments, orders)
+		if r.Shipments <= orders {
+			t.Errorf("%d shipments: the control did not race", r.Shipments)
+		}
+	})
+	t.Run("Serialize", func(t *testing.T) {
+		r := RunSerializeStorm(t, newStore, 2, orders, true)
+		t.Logf("two replicas with serialize: %d shipments for %d orders, peak %d per order, %d at once, answers %v",
+			r.Shipments, orders, r.PeakPerOrder, r.Peak, r.Statuses)
+		if r.Shipments != orders || r.PeakPerOrder != 1 || r.Statuses[200] != 3*orders {
+			t.Errorf("%d shipments (want %d), peak %d per order (want 1), answers %v", r.Shipments, orders, r.PeakPerOrder, r.Statuses)
+		}
+		if r.Peak < 4 {
+			t.Errorf("at most %d handlers ran at once: different orders were serialized too", r.Peak)
+		}
+	})
 }
