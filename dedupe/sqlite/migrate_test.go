@@ -54,7 +54,11 @@ PRAGMA user_version = 1;
 `
 
 // v1File writes a version-1 database with a done record and a processing
-// claim held by "o1", as the previous release left them.
+// claim held by "o1", as the previous release left them: in WAL mode,
+// which that release's Open set, as this one's does. (Concurrent Opens of
+// a file still in rollback mode race to convert it, and the loser's BEGIN
+// can fail with SQLITE_BUSY despite busy_timeout; hookonce never writes
+// such a file.)
 func v1File(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "v1.db")
@@ -68,6 +72,7 @@ func v1File(t *testing.T) string {
 		q    string
 		args []any
 	}{
+		{`PRAGMA journal_mode = WAL`, nil},
 		{schemaV1, nil},
 		{`INSERT INTO records (sender, key, state, payload_hash, received_at, completed_at, expires_at, hits, status, headers, body, request_body)
 			VALUES ('s', 'done', 'done', 'h1', ?, ?, ?, 3, 201, ?, ?, ?)`,
