@@ -12,6 +12,7 @@ package cache
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -51,7 +52,9 @@ type entry struct {
 	fresher time.Time     // answers from memory until then
 }
 
-// New wraps s. The result also implements dedupe.Notifier when s does.
+// New wraps s. The result also implements dedupe.Notifier when s does
+// (for every key, the objects' dedupe.ObjectSender keys too), and always
+// dedupe.ObjectLocker, passed on to s (see LockObject).
 func New(s dedupe.Store, o Options) dedupe.Store {
 	c := &Store{Store: s, size: o.Size, ttl: o.TTL, now: o.Now,
 		entries: map[[2]string]*list.Element{}, lru: list.New()}
@@ -78,6 +81,47 @@ type notifying struct {
 
 func (n *notifying) WaitChange(ctx context.Context, sender, key string) error {
 	return n.n.WaitChange(ctx, sender, key)
+}
+
+var _ dedupe.ObjectLocker = (*Store)(nil)
+
+// LockObject passes the call to the wrapped store: object locks are never
+// cached (they change with every delivery, and only the store judges
+// leases). A wrapped store that holds no object locks answers an error
+// wrapping dedupe.ErrUnavailable.
+func (c *Store) LockObject(ctx context.Context, scope, object, owner string, lease time.Duration) (bool, error) {
+	l, err := c.locker("lock object")
+	if err != nil {
+		return false, err
+	}
+	return l.LockObject(ctx, scope, object, owner, lease)
+}
+
+// RenewObject passes the call to the wrapped store, as LockObject does.
+func (c *Store) RenewObject(ctx context.Context, scope, object, owner string, lease time.Duration) error {
+	l, err := c.locker("renew object")
+	if err != nil {
+		return err
+	}
+	return l.RenewObject(ctx, scope, object, owner, lease)
+}
+
+// UnlockObject passes the call to the wrapped store, as LockObject does; a
+// wrapped Notifier announces it, and WaitChange (on a store New returned
+// for a Notifier) hears it.
+func (c *Store) UnlockObject(ctx context.Context, scope, object, owner string) error {
+	l, err := c.locker("unlock object")
+	if err != nil {
+		return err
+	}
+	return l.UnlockObject(ctx, scope, object, owner)
+}
+
+func (c *Store) locker(op string) (dedupe.ObjectLocker, error) {
+	if l, ok := c.Store.(dedupe.ObjectLocker); ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("%s: the wrapped store %T holds no object locks (dedupe.ObjectLocker): %w", op, c.Store, dedupe.ErrUnavailable)
 }
 
 // Unwrap returns the wrapped store, for callers that need its own

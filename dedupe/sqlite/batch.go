@@ -9,10 +9,11 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 )
 
-// Group commit. Every Claim, Complete, Release, Hold, Renew and
-// RecordConflict is a writeReq handed to the one goroutine that owns the
-// write transactions (writer). It takes one request, then whatever else is
-// already waiting, without blocking, up to maxBatch, and runs them all in
+// Group commit. Every Claim, Complete, Release, Hold, Renew,
+// RecordConflict, Free and object lock write (objects.go) is a writeReq
+// handed to the one goroutine that owns the write transactions (writer).
+// It takes one request, then whatever else is already waiting, without
+// blocking, up to maxBatch, and runs them all in
 // one BEGIN IMMEDIATE transaction: N concurrent writes cost one commit.
 // Nothing waits on a timer: a lone request is run at once, and under load a
 // batch forms by itself while the previous one commits.

@@ -54,7 +54,11 @@ PRAGMA user_version = 1;
 `
 
 // v1File writes a version-1 database with a done record and a processing
-// claim held by "o1", as the previous release left them.
+// claim held by "o1", as the previous release left them: in WAL mode,
+// which that release's Open set, as this one's does. (Concurrent Opens of
+// a file still in rollback mode race to convert it, and the loser's BEGIN
+// can fail with SQLITE_BUSY despite busy_timeout; hookonce never writes
+// such a file.)
 func v1File(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "v1.db")
@@ -68,6 +72,7 @@ func v1File(t *testing.T) string {
 		q    string
 		args []any
 	}{
+		{`PRAGMA journal_mode = WAL`, nil},
 		{schemaV1, nil},
 		{`INSERT INTO records (sender, key, state, payload_hash, received_at, completed_at, expires_at, hits, status, headers, body, request_body)
 			VALUES ('s', 'done', 'done', 'h1', ?, ?, ?, 3, 201, ?, ?, ?)`,
@@ -235,5 +240,94 @@ func TestReclaimReleasedKeepsHistory(t *testing.T) {
 	claim("o4", "h3", time.Minute, nil, nil)
 	if rec, err := s.Get(ctx, "s", "evt"); err != nil || rec.RequestBody != nil || rec.Request != nil || len(rec.Attempts) != 2 {
 		t.Fatalf("re-claim without a request kept %q %+v, attempts %d (%v)", rec.RequestBody, rec.Request, len(rec.Attempts), err)
+	}
+}
+
+// schemaV2 is what user_version 2 added to schemaV1, frozen like it.
+const schemaV2 = `
+ALTER TABLE records ADD COLUMN attempts TEXT;
+ALTER TABLE records ADD COLUMN request_head TEXT;
+PRAGMA user_version = 2;
+`
+
+// v2File is v1File upgraded to version 2, as the release before the object
+// locks left it.
+func v2File(t *testing.T) string {
+	t.Helper()
+	path := v1File(t)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(schemaV2); err != nil {
+		t.Fatalf("write v2 file: %v", err)
+	}
+	return path
+}
+
+func userVersion(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Files of version 1 and 2 get the object lock table in place: the locks
+// work at once, the records read and settle as before, and the file is at
+// the current version (3).
+func TestMigrateToObjectLocks(t *testing.T) {
+	for name, file := range map[string]func(*testing.T) string{"v1": v1File, "v2": v2File} {
+		t.Run(name, func(t *testing.T) {
+			path := file(t)
+			ctx := context.Background()
+			s, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatalf("Open %s file: %v", name, err)
+			}
+			if err := s.Ping(ctx); err != nil {
+				t.Fatalf("Ping after migration: %v", err)
+			}
+			if ok, err := s.LockObject(ctx, "orders", "42", "a", time.Minute); err != nil || !ok {
+				t.Fatalf("LockObject after migration = %v, %v", ok, err)
+			}
+			if ok, err := s.LockObject(ctx, "orders", "42", "b", time.Minute); err != nil || ok {
+				t.Fatalf("LockObject of a held object after migration = %v, %v", ok, err)
+			}
+			if err := s.UnlockObject(ctx, "orders", "42", "a"); err != nil {
+				t.Fatal(err)
+			}
+			if rec, err := s.Get(ctx, "s", "done"); err != nil || rec.State != dedupe.StateDone || rec.Hits != 3 {
+				t.Fatalf("done record after migration = %+v, %v", rec, err)
+			}
+			if err := s.Complete(ctx, "s", "busy", "o1", dedupe.Response{Status: 200}, dedupe.Attempt{At: time.Now()}); err != nil {
+				t.Fatalf("Complete of a claim taken before the migration: %v", err)
+			}
+			if _, err := s.Purge(ctx, dedupe.PurgeRequest{}); err != nil {
+				t.Fatalf("Purge after migration: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if v := userVersion(t, path); v != 3 {
+				t.Fatalf("user_version after migration = %d, want 3", v)
+			}
+			// Opening again finds nothing to do and keeps the lock table.
+			s2, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatalf("second Open: %v", err)
+			}
+			defer s2.Close()
+			if ok, err := s2.LockObject(ctx, "orders", "42", "b", time.Minute); err != nil || !ok {
+				t.Fatalf("LockObject after reopening = %v, %v", ok, err)
+			}
+		})
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 var _ dedupe.Store = (*Store)(nil)
 var _ dedupe.Migrator = (*Store)(nil)
+var _ dedupe.ObjectLocker = (*Store)(nil)
 
 // migrations take the schema from one version to the next: migrations[i]
 // moves a database at PRAGMA user_version i to i+1. A released step is never
@@ -42,6 +43,10 @@ var migrations = [...]string{
 	// means none.
 	`ALTER TABLE records ADD COLUMN attempts TEXT;
 	ALTER TABLE records ADD COLUMN request_head TEXT;`,
+	// v3: per-object locks (dedupe.ObjectLocker, objects.go). A row is a
+	// held lock: owner and lease as a claim's (lease_until in Unix
+	// milliseconds by the store's clock); unlocking deletes it.
+	schemaObjects,
 }
 
 // schemaVersion is stored in PRAGMA user_version once migrated.
@@ -81,6 +86,20 @@ CREATE TABLE IF NOT EXISTS conflicts (
 );
 CREATE INDEX IF NOT EXISTS conflicts_sender ON conflicts (sender, id);
 CREATE INDEX IF NOT EXISTS conflicts_expires ON conflicts (expires_at);
+`
+
+// schemaObjects is the table of per-object locks (v3). It holds only the
+// objects locked now and those whose holder died without unlocking, which
+// Purge removes an hour after their lease ended; so small that Purge's
+// scan needs no index, and lock writes maintain none.
+const schemaObjects = `
+CREATE TABLE IF NOT EXISTS objects (
+	scope       TEXT    NOT NULL,
+	object      TEXT    NOT NULL,
+	owner       TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	PRIMARY KEY (scope, object)
+) WITHOUT ROWID;
 `
 
 // Store is a dedupe.Store in one SQLite file.
@@ -679,7 +698,8 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	return nil
 }
 
-// Purge implements dedupe.Store.
+// Purge implements dedupe.Store. It also removes the object locks whose
+// lease ended more than staleObjectAge ago (objects.go).
 func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
 	now := ms(time.Now())
 	where := `expires_at <= ?`
@@ -703,6 +723,12 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	}
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM conflicts WHERE id IN (SELECT id FROM conflicts WHERE `+cwhere+` LIMIT ?)`, cut, lim); err != nil {
 		return int(n), unavailable("purge conflicts", err)
+	}
+	// Object locks whose holder died without unlocking, whatever req says
+	// of records: they are not records and are not counted.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM objects WHERE (scope, object) IN (SELECT scope, object FROM objects
+		WHERE lease_until <= ? LIMIT ?)`, ms(time.Now().Add(-staleObjectAge)), lim); err != nil {
+		return int(n), unavailable("purge objects", err)
 	}
 	return int(n), nil
 }

@@ -47,6 +47,15 @@ const (
 	qSelectStateAttempts = `SELECT state, attempts FROM records WHERE sender = ? AND key = ?`
 	qFree                = `UPDATE records SET state = 'released', owner = '', lease_until = 0, completed_at = 0,
 			status = 0, headers = NULL, body = NULL, truncated = 0, attempts = ? WHERE sender = ? AND key = ?`
+	// Object locks (objects.go). qLockObject inserts, or takes over when
+	// the lease has ended (lease_until <= its fifth parameter, now) or the
+	// owner already holds the object; a conflicting row it may not take is
+	// left alone and counts no change.
+	qLockObject = `INSERT INTO objects (scope, object, owner, lease_until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (scope, object) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+			WHERE objects.owner = excluded.owner OR objects.lease_until <= ?`
+	qRenewObject       = `UPDATE objects SET lease_until = ? WHERE scope = ? AND object = ? AND owner = ?`
+	qUnlockObject      = `DELETE FROM objects WHERE scope = ? AND object = ? AND owner = ?`
 	qSavepoint         = `SAVEPOINT item`
 	qRollbackSavepoint = `ROLLBACK TO item`
 	qReleaseSavepoint  = `RELEASE item`
@@ -54,7 +63,7 @@ const (
 
 var writerQueries = []string{qSelectRecord, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
 	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint,
-	qSelectStateAttempts, qFree}
+	qSelectStateAttempts, qFree, qLockObject, qRenewObject, qUnlockObject}
 
 var readerQueries = []string{qSelectRecord}
 
