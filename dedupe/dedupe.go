@@ -72,6 +72,9 @@ type Attempt struct {
 	Status   int           // the answer's status (the site's, or hookonce's own); 0 when none
 	Duration time.Duration // time at the site
 	Replica  string        // which hookonce instance forwarded it
+	// Wait is how long the delivery waited for its business object
+	// (serialize) before it ran or gave up; 0 when it waited for none.
+	Wait time.Duration
 }
 
 // Who made an attempt.

@@ -36,6 +36,8 @@ type AttemptJSON struct {
 	Status     int       `json:"status"`
 	DurationMS int64     `json:"duration_ms"`
 	Replica    string    `json:"replica"`
+	// WaitMS: how long it waited for its business object (serialize).
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // ResponseJSON is a stored answer's JSON form. BodyText is present only when
@@ -68,7 +70,7 @@ func (r Record) JSON() RecordJSON {
 	}
 	for _, a := range r.Attempts {
 		out.Attempts = append(out.Attempts, AttemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
-			DurationMS: a.Duration.Milliseconds(), Replica: a.Replica})
+			DurationMS: a.Duration.Milliseconds(), Replica: a.Replica, WaitMS: a.Wait.Milliseconds()})
 	}
 	if !r.CompletedAt.IsZero() {
 		t := r.CompletedAt.UTC()

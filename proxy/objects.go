@@ -191,6 +191,7 @@ func (d *delivery) objectBusy(start time.Time, why string) {
 		d.leaveObject = nil
 	}
 	waited := time.Since(start)
+	d.objectWait = waited
 	d.p.m.objWait.WithLabelValues(d.s.Name).Observe(waited.Seconds())
 	d.release(d.attempt(OutcomeObjectBusy, http.StatusServiceUnavailable))
 	d.done(OutcomeObjectBusy, http.StatusServiceUnavailable, "reason", why,

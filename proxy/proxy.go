@@ -408,6 +408,9 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
 		args = append(args, "upstream_status", d.upstreamStatus, "upstream_ms", d.upstreamTime.Milliseconds())
 	}
+	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
+		args = append(args, "scope", d.s.Serialize.Scope, "object", d.object, "object_wait_ms", d.objectWait.Milliseconds())
+	}
 	level := slog.LevelInfo
 	switch outcome {
 	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError:
@@ -950,7 +953,7 @@ func (d *delivery) storedByUs() bool {
 // attempt describes this delivery's turn at the site, as the record keeps it.
 func (d *delivery) attempt(outcome string, status int) dedupe.Attempt {
 	return dedupe.Attempt{At: d.start, By: d.by, Outcome: outcome, Status: status,
-		Duration: d.upstreamTime, Replica: d.p.replica}
+		Duration: d.upstreamTime, Replica: d.p.replica, Wait: d.objectWait}
 }
 
 func (d *delivery) release(att dedupe.Attempt) {

@@ -74,13 +74,13 @@ func mustNotFound(t *testing.T, s dedupe.Store, sender, key string) {
 // caught; times are whole milliseconds, as every backend keeps them.
 func att(outcome string) dedupe.Attempt {
 	return dedupe.Attempt{At: time.Now().Truncate(time.Millisecond).UTC(), By: dedupe.AttemptBySender, Outcome: outcome,
-		Status: 200, Duration: 1500 * time.Millisecond, Replica: "replica-1"}
+		Status: 200, Duration: 1500 * time.Millisecond, Replica: "replica-1", Wait: 250 * time.Millisecond}
 }
 
 func sameAttempt(t *testing.T, got, want dedupe.Attempt) {
 	t.Helper()
 	if !got.At.Equal(want.At) || got.By != want.By || got.Outcome != want.Outcome || got.Status != want.Status ||
-		got.Duration != want.Duration || got.Replica != want.Replica {
+		got.Duration != want.Duration || got.Replica != want.Replica || got.Wait != want.Wait {
 		t.Fatalf("attempt = %+v, want %+v", got, want)
 	}
 }

@@ -254,6 +254,7 @@ type attemptJSON struct {
 	Status     int       `json:"status"`
 	DurationNS int64     `json:"duration_ns"`
 	Replica    string    `json:"replica"`
+	WaitNS     int64     `json:"wait_ns,omitempty"`
 }
 
 // requestHeadJSON is the request_head column.
@@ -265,7 +266,7 @@ type requestHeadJSON struct {
 
 func encodeAttempt(a dedupe.Attempt) (string, error) {
 	b, err := json.Marshal(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
-		DurationNS: int64(a.Duration), Replica: a.Replica})
+		DurationNS: int64(a.Duration), Replica: a.Replica, WaitNS: int64(a.Wait)})
 	if err != nil {
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
@@ -325,7 +326,7 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 			r.Attempts = make([]dedupe.Attempt, len(as))
 			for i, a := range as {
 				r.Attempts[i] = dedupe.Attempt{At: a.At, By: a.By, Outcome: a.Outcome, Status: a.Status,
-					Duration: time.Duration(a.DurationNS), Replica: a.Replica}
+					Duration: time.Duration(a.DurationNS), Replica: a.Replica, Wait: time.Duration(a.WaitNS)}
 			}
 		}
 	}

@@ -640,12 +640,13 @@ type attempt struct {
 	Status   int    `json:"status,omitempty"`
 	Duration int64  `json:"duration_ns,omitempty"`
 	Replica  string `json:"replica,omitempty"`
+	Wait     int64  `json:"wait_ns,omitempty"`
 }
 
 // encodeAttempt gives att as one line of JSON (encoding/json escapes every
 // newline, so the line never splits).
 func encodeAttempt(att dedupe.Attempt) (string, error) {
-	a := attempt{By: att.By, Outcome: att.Outcome, Status: att.Status, Duration: int64(att.Duration), Replica: att.Replica}
+	a := attempt{By: att.By, Outcome: att.Outcome, Status: att.Status, Duration: int64(att.Duration), Replica: att.Replica, Wait: int64(att.Wait)}
 	if !att.At.IsZero() {
 		a.At = att.At.UnixMilli()
 	}
@@ -665,7 +666,7 @@ func decodeAttempts(v string) []dedupe.Attempt {
 		if l == "" || json.Unmarshal([]byte(l), &a) != nil {
 			continue
 		}
-		att := dedupe.Attempt{By: a.By, Outcome: a.Outcome, Status: a.Status, Duration: time.Duration(a.Duration), Replica: a.Replica}
+		att := dedupe.Attempt{By: a.By, Outcome: a.Outcome, Status: a.Status, Duration: time.Duration(a.Duration), Replica: a.Replica, Wait: time.Duration(a.Wait)}
 		if a.At != 0 {
 			att.At = time.UnixMilli(a.At)
 		}

@@ -302,6 +302,7 @@ type attemptJSON struct {
 	Status   int    `json:"status,omitempty"`
 	Duration int64  `json:"duration_ns,omitempty"`
 	Replica  string `json:"replica,omitempty"`
+	Wait     int64  `json:"wait_ns,omitempty"`
 }
 
 func decodeAttempts(raw []byte) ([]dedupe.Attempt, error) {
@@ -318,7 +319,7 @@ func decodeAttempts(raw []byte) ([]dedupe.Attempt, error) {
 	out := make([]dedupe.Attempt, len(stored))
 	for i, a := range stored {
 		out[i] = dedupe.Attempt{At: fromMS(a.At), By: a.By, Outcome: a.Outcome, Status: a.Status,
-			Duration: time.Duration(a.Duration), Replica: a.Replica}
+			Duration: time.Duration(a.Duration), Replica: a.Replica, Wait: time.Duration(a.Wait)}
 	}
 	return out, nil
 }
@@ -337,7 +338,7 @@ func appendAttempt(raw []byte, att dedupe.Attempt) (string, error) {
 		at = ms(att.At)
 	}
 	stored = append(stored, attemptJSON{At: at, By: att.By, Outcome: att.Outcome, Status: att.Status,
-		Duration: int64(att.Duration), Replica: att.Replica})
+		Duration: int64(att.Duration), Replica: att.Replica, Wait: int64(att.Wait)})
 	if n := len(stored) - dedupe.MaxAttempts; n > 0 {
 		stored = stored[n:]
 	}

@@ -166,9 +166,9 @@ func printRecord(w io.Writer, r dedupe.Record) {
 	if len(j.Attempts) > 0 {
 		fmt.Fprintln(w, "attempts:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  AT\tBY\tOUTCOME\tSTATUS\tDURATION\tREPLICA")
+		fmt.Fprintln(tw, "  AT\tBY\tOUTCOME\tSTATUS\tDURATION\tWAITED\tREPLICA")
 		for _, a := range j.Attempts {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", a.At.Format(time.RFC3339), a.By, a.Outcome, a.Status, a.DurationMS, a.Replica)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%dms\t%s\n", a.At.Format(time.RFC3339), a.By, a.Outcome, a.Status, a.DurationMS, a.WaitMS, a.Replica)
 		}
 		tw.Flush()
 	}
