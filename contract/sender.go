@@ -25,12 +25,12 @@ type Sender struct {
 	// to use (check warns when Methods excludes one).
 	presetMethods []string
 
-	Keys   []KeyPart // joined with ":" in order
+	Keys []KeyPart // joined with ":" in order
 	// Serialize, when set, keeps deliveries about one business object from
 	// running at the site together (nil: they run as they come).
 	Serialize *Serialize
-	Hash   HashMode  // HashRaw or HashJSON
-	Ignore []string  // JSON paths dropped before a HashJSON hash
+	Hash      HashMode // HashRaw or HashJSON
+	Ignore    []string // JSON paths dropped before a HashJSON hash
 
 	TTL             time.Duration
 	ownTTL          bool          // set by the file (defaults or the sender)
