@@ -8,7 +8,7 @@
 //	                        for each of --events orders, three different events
 //	                        about it (order.created, order.paid, order.updated)
 //	                        at once, each with its copies and repeats
-//	storm bitrix --target URL [--site URL --payments 6 --copies 3 --attempts 10 …]
+//	storm bitrix --target URL [--site URL --payments 6 --copies 3 --attempts 10 --together …]
 //	                        signed payment notifications from several providers
 //	                        on the demo Bitrix site's dispatcher (see bitrix.go)
 //	storm freeport          print a free 127.0.0.1 port
