@@ -95,7 +95,7 @@ func TestShippedConfigsAreValid(t *testing.T) {
 		{"compose/hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "compose/hookonce.yaml") },
 			[]string{"payments=/webhooks/payment"}},
 		{"demo/hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "demo/hookonce.yaml") },
-			[]string{"payments=/webhooks/payment"}},
+			[]string{"payments=/webhooks/payment", "orders=/webhooks/order", "orders-serialized=/webhooks/order-serialized"}},
 		{"demo/bitrix-hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "demo/bitrix-hookonce.yaml") },
 			[]string{"robokassa=" + bitrixDispatcher, "yookassa=" + bitrixDispatcher, "tbank=" + bitrixDispatcher,
 				"cloudpayments=" + bitrixDispatcher, "rbs=" + bitrixDispatcher, "bitrix24=" + bitrixDispatcher}},

@@ -14,6 +14,11 @@
 #      FAIL_HANDLERS (robokassa,tbank,cloudpayments: the pay systems whose
 #        saves may fail; "all" includes those whose success answer is any 200,
 #        where neither the provider nor hookonce can see the failure),
+#      TOGETHER (0; 1: a payment's notifications — T-Bank's AUTHORIZED and
+#        CONFIRMED — are sent at once, each with its copies and retries),
+#      TBANK_PAID_ON (CONFIRMED; AUTHORIZED,CONFIRMED: the site's T-Bank
+#        handler pays the payment on either status),
+#      SERIALIZE (1; 0: hookonce runs without the config's serialize lines),
 #      DEMO_STORE (hookonce's --store; default a throwaway SQLite file),
 #      HOOKONCE_BIN (a hookonce binary to run instead of building one),
 #      HOOKONCE_CONFIG (bitrix-hookonce.yaml beside this script),
@@ -27,6 +32,8 @@ WORKERS=${WORKERS:-8}
 export BX_DELAY_MS=${DELAY_MS:-150}
 export BX_FAIL_SHARE=${FAIL_SHARE:-0.3}
 export BX_FAIL_HANDLERS=${FAIL_HANDLERS:-robokassa,tbank,cloudpayments}
+export BX_TBANK_PAID_ON=${TBANK_PAID_ON:-CONFIRMED}
+TOGETHER=${TOGETHER:-0} SERIALIZE=${SERIALIZE:-1}
 # The shop's credentials at each provider: the site checks them, the storm
 # signs with them, hookonce's config reads them (secret_env).
 export ROBOKASSA_PASSWORD2=${ROBOKASSA_PASSWORD2:-demo-robokassa-password2}
@@ -79,11 +86,16 @@ start_site() {
 start_site bare bare_port
 start_site guarded guarded_port
 
+config=${HOOKONCE_CONFIG:-$here/bitrix-hookonce.yaml}
+if [ "$SERIALIZE" = 0 ]; then # the same config, its serialize lines left out
+  grep -v '^ *serialize:' "$config" >"$work/hookonce-noserialize.yaml"
+  config=$work/hookonce-noserialize.yaml
+fi
 hookonce_port=$("$storm" freeport)
 admin_port=$("$storm" freeport)
 HOOKONCE_ADMIN_LISTEN="127.0.0.1:$admin_port" "$work/hookonce" serve \
   --listen "127.0.0.1:$hookonce_port" --upstream "http://127.0.0.1:$guarded_port" \
-  --config "${HOOKONCE_CONFIG:-$here/bitrix-hookonce.yaml}" --store "${DEMO_STORE:-sqlite:$work/hookonce.db}" --drain-timeout 5s \
+  --config "$config" --store "${DEMO_STORE:-sqlite:$work/hookonce.db}" --drain-timeout 5s \
   >"$work/hookonce.log" 2>&1 &
 pids+=($!)
 "$storm" wait "http://127.0.0.1:$hookonce_port/healthz" >&2
@@ -91,8 +103,11 @@ pids+=($!)
 run="bitrix-$(date +%s)"
 storm_args=(--providers "$PROVIDERS" --payments "$PAYMENTS" --copies "$COPIES" --attempts "$ATTEMPTS"
   --concurrency "$CONCURRENCY" --deadline 120s --run "$run")
+[ "$TOGETHER" = 1 ] && storm_args+=(--together)
 echo "storm: $PAYMENTS payments × {$PROVIDERS}, $COPIES copies at once, up to $ATTEMPTS attempts;" \
-  "site: ${BX_DELAY_MS}ms order save, $BX_FAIL_SHARE of saves fail ($BX_FAIL_HANDLERS)" >&2
+  "site: ${BX_DELAY_MS}ms order save, $BX_FAIL_SHARE of saves fail ($BX_FAIL_HANDLERS);" \
+  "notifications of a payment $([ "$TOGETHER" = 1 ] && echo "at once" || echo "one after another")," \
+  "T-Bank pays on $BX_TBANK_PAID_ON, hookonce $([ "$SERIALIZE" = 0 ] && echo "without" || echo "with") serialize" >&2
 # storm OUT LABEL TARGET SITE: fire in the background and wait, so TERM stops the demo at once.
 storm() {
   "$storm" bitrix --label "$2" --target "$3" --site "$4" "${storm_args[@]}" >"$work/$1" &

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +73,54 @@ func TestBitrixDemoNoDoubleOrLostPaymentsBehindHookonce(t *testing.T) {
 	}
 	t.Logf("bare: %d of %d payments applied more than once, %d never; behind hookonce: %d and %d (%d failed saves retried)",
 		bare["doubles"], bare["payments"], bare["lost"], guarded["doubles"], guarded["lost"], guarded["failed_runs"])
+}
+
+// T-Bank's AUTHORIZED and CONFIRMED about one payment, sent at once to a
+// site that pays on either: two different events, so hookonce's event key
+// passes both and they race as they do bare; serialize, keyed by OrderId,
+// runs them one after the other and the second finds the payment paid.
+func TestBitrixDemoSerializeTBankStatuses(t *testing.T) {
+	needPHP(t)
+	const payments = 12
+	bin := filepath.Join(t.TempDir(), "hookonce")
+	build := exec.Command("go", "build", "-o", bin, "../..")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := func(serialize string) map[string]map[string]map[string]int {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "./bitrix.sh")
+		cmd.Env = append(os.Environ(), "HOOKONCE_BIN="+bin, "PROVIDERS=tbank", "PAYMENTS="+strconv.Itoa(payments),
+			"COPIES=3", "ATTEMPTS=10", "CONCURRENCY=4", "DELAY_MS=120", "FAIL_SHARE=0",
+			"TOGETHER=1", "TBANK_PAID_ON=AUTHORIZED,CONFIRMED", "SERIALIZE="+serialize)
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = 15 * time.Second
+		out, err := cmd.CombinedOutput()
+		t.Logf("SERIALIZE=%s bitrix.sh:\n%s", serialize, out)
+		if err != nil {
+			t.Fatalf("bitrix.sh: %v", err)
+		}
+		return parseResults(t, out)
+	}
+	without, with := run("0"), run("1")
+	for _, r := range []map[string]map[string]map[string]int{without, with} {
+		for _, setup := range []string{"bare", "hookonce"} {
+			if got := r[setup]["tbank"]; got["payments"] != payments || got["notifications"] != 2*payments || got["rejected_runs"] != 0 {
+				t.Fatalf("%s: %v; want %d payments, %d notifications, none rejected", setup, got, payments, 2*payments)
+			}
+		}
+		if r["bare"]["tbank"]["doubles"] == 0 {
+			t.Errorf("bare site: no double payments; AUTHORIZED and CONFIRMED at once should have made some")
+		}
+	}
+	if n := without["hookonce"]["tbank"]["doubles"]; n == 0 {
+		t.Errorf("behind hookonce without serialize: no double payments; the two statuses are distinct events and should still race")
+	}
+	if r := with["hookonce"]["tbank"]; r["doubles"] != 0 || r["lost"] != 0 || r["once"] != payments || r["gave_up"] != 0 {
+		t.Errorf("behind hookonce with serialize: %d once, %d double, %d lost, %d given up; want all %d once", r["once"], r["doubles"], r["lost"], r["gave_up"], payments)
+	}
 }
 
 // parseResults reads "RESULT setup=S provider=P k=v …" lines into

@@ -1,5 +1,7 @@
 // Package demo_test runs deploy/demo/demo.sh: the naive shop bare and
-// behind hookonce, under one storm, counted in each shop's own database.
+// behind hookonce, under one storm, counted in each shop's own database;
+// then three different events about each order at once, bare, behind
+// hookonce and behind hookonce with serialize, counted in shipments.
 package demo_test
 
 import (
@@ -60,11 +62,12 @@ func needPHP(t *testing.T) {
 // and checks the orders each shop's database holds.
 func runDemo(t *testing.T, store string) {
 	t.Helper()
-	const events = 12
+	const events, orders = 12, 6
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "./demo.sh")
-	cmd.Env = append(os.Environ(), "EVENTS="+strconv.Itoa(events), "COPIES=4", "REPEATS=2")
+	cmd.Env = append(os.Environ(), "EVENTS="+strconv.Itoa(events), "COPIES=4", "REPEATS=2",
+		"ORDERS="+strconv.Itoa(orders))
 	if store != "" {
 		cmd.Env = append(cmd.Env, "DEMO_STORE="+store)
 	}
@@ -94,5 +97,29 @@ func runDemo(t *testing.T, store string) {
 	}
 	if hoOrders != events {
 		t.Errorf("behind hookonce: %d orders for %d events; want exactly one each", hoOrders, events)
+	}
+
+	// The order storm: created, paid and updated about one order at once.
+	m = regexp.MustCompile(`RESULT orders=(\d+) bare_shipments=(\d+) bare_shipped=(\d+) hookonce_shipments=(\d+) hookonce_shipped=(\d+) serialized_shipments=(\d+) serialized_shipped=(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatal("no RESULT line for the order storm")
+	}
+	if n(1) != orders {
+		t.Fatalf("orders = %d, want %d", n(1), orders)
+	}
+	bareShip, hoShip, serShip := n(2), n(4), n(6)
+	if n(3) != orders || n(5) != orders || n(7) != orders {
+		t.Errorf("orders shipped: bare %d, behind hookonce %d, with serialize %d; want %d each", n(3), n(5), n(7), orders)
+	}
+	if bareShip <= orders {
+		t.Errorf("bare shop: %d shipments for %d orders; the storm should have made duplicates", bareShip, orders)
+	}
+	// The control: the events are distinct, so the event key lets each
+	// through, and together they race as they do bare.
+	if hoShip <= orders {
+		t.Errorf("behind hookonce without serialize: %d shipments for %d orders; distinct events at once should still race", hoShip, orders)
+	}
+	if serShip != orders {
+		t.Errorf("behind hookonce with serialize: %d shipments for %d orders; want exactly one each", serShip, orders)
 	}
 }

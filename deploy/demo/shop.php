@@ -6,6 +6,14 @@
 // create an order. There is no unique constraint, on purpose: this is the
 // site nobody wants to touch, and hookonce goes in front of it unchanged.
 //
+//
+// Its order webhook is as naive about *different* events: order.created,
+// order.paid and order.updated about one order each ask "no shipment for
+// this order yet?", work, and create one. Each event is delivered once,
+// yet when they arrive together every one of them ships the order.
+// hookonce's event key cannot help there (the events are distinct);
+// serialize, keyed by the order, runs them one at a time.
+//
 // Run: PHP_CLI_SERVER_WORKERS=8 php -S 127.0.0.1:8000 shop.php
 // Env: SHOP_DSN   PDO DSN (default sqlite:<this dir>/shop.db)
 //      SHOP_DELAY_MS  the slow part between SELECT and INSERT (default 300)
@@ -22,6 +30,11 @@ function db(): PDO {
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         event_id TEXT NOT NULL,
         amount INTEGER NOT NULL,
+        created_at TEXT NOT NULL)');
+    $db->exec('CREATE TABLE IF NOT EXISTS shipments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        order_id TEXT NOT NULL,
+        event_id TEXT NOT NULL,
         created_at TEXT NOT NULL)');
     return $db;
 }
@@ -53,6 +66,32 @@ if ($method === 'POST' && $path === '/webhooks/payment') {
     $ins = $db->prepare('INSERT INTO orders (event_id, amount, created_at) VALUES (?, ?, ?)');
     $ins->execute([$event['id'], (int)($event['amount'] ?? 0), gmdate('c')]);
     answer(200, ['order_id' => (int)$db->lastInsertId(), 'status' => 'created']);
+    return;
+}
+
+// An event about an order ({"id": event, "type": "order.paid", "order": …}):
+// ship the order unless a shipment exists. The same handler answers on a
+// second URL so that one hookonce can guard it twice, without and with
+// serialize (deploy/demo/hookonce.yaml).
+if ($method === 'POST' && ($path === '/webhooks/order' || $path === '/webhooks/order-serialized')) {
+    $event = json_decode(file_get_contents('php://input'), true);
+    if (!is_array($event) || !is_string($event['id'] ?? null) || !is_string($event['order'] ?? null)) {
+        answer(400, ['error' => 'no event id or order']);
+        return;
+    }
+    $db = db();
+    $seen = $db->prepare('SELECT id FROM shipments WHERE order_id = ?');
+    $seen->execute([$event['order']]);
+    $shipment = $seen->fetchColumn();
+    $seen->closeCursor();
+    if ($shipment !== false) {
+        answer(200, ['shipment_id' => (int)$shipment, 'status' => 'already shipped']);
+        return;
+    }
+    usleep(1000 * (int)(getenv('SHOP_DELAY_MS') ?: 300)); // the warehouse API is slow
+    $ins = $db->prepare('INSERT INTO shipments (order_id, event_id, created_at) VALUES (?, ?, ?)');
+    $ins->execute([$event['order'], $event['id'], gmdate('c')]);
+    answer(200, ['shipment_id' => (int)$db->lastInsertId(), 'status' => 'shipped']);
     return;
 }
 

@@ -5,7 +5,9 @@ package main
 // sends it — signed, several copies at once (a provider that timed out and
 // sent again while the first delivery still ran), and retried until the
 // provider hears its own success answer, a bounded number of times. Then
-// it reads the site's own count of applied payments.
+// it reads the site's own count of applied payments. With --together a
+// payment's notifications (T-Bank's AUTHORIZED and CONFIRMED) leave at
+// once, as different events about one payment that overlap.
 
 import (
 	"bytes"
@@ -60,6 +62,7 @@ func bitrixStorm(args []string) error {
 	run := fs.String("run", "demo", "varies the providers' ids between runs")
 	label := fs.String("label", "", "names the run in RESULT lines (setup=LABEL)")
 	seed := fs.Uint64("seed", 1, "order in which payments are paid")
+	together := fs.Bool("together", false, "send a payment's notifications (T-Bank's AUTHORIZED and CONFIRMED, …) at once, each with its copies and retries, instead of one after another")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -213,12 +216,25 @@ func bitrixStorm(args []string) error {
 		go func() {
 			defer all.Done()
 			defer func() { <-sem }()
-			for _, n := range pr.notify(sec, p, *run) {
-				mu.Lock()
-				stats[pr.name].notifications++
-				mu.Unlock()
-				send(pr, n)
+			notes := pr.notify(sec, p, *run)
+			mu.Lock()
+			stats[pr.name].notifications += len(notes)
+			mu.Unlock()
+			if !*together {
+				for _, n := range notes {
+					send(pr, n)
+				}
+				return
 			}
+			var each sync.WaitGroup
+			for _, n := range notes {
+				each.Add(1)
+				go func() {
+					defer each.Done()
+					send(pr, n)
+				}()
+			}
+			each.Wait()
 		}()
 	}
 	all.Wait()

@@ -60,7 +60,13 @@ final class TBankHandler extends BxHandler
             return $result;
         }
         // AUTHORIZED: money held, nothing to record yet. CONFIRMED: paid.
-        $result->moneyComing = ($data['Status'] ?? null) === 'CONFIRMED';
+        // BX_TBANK_PAID_ON=AUTHORIZED,CONFIRMED is a site whose module is
+        // set to mark the payment paid once the money is held: both
+        // statuses then pay it, and the payment's "paid yet?" check is all
+        // that keeps the second from paying it again — when they arrive
+        // together, it does not.
+        $paidOn = array_map('trim', explode(',', bx_env('BX_TBANK_PAID_ON', 'CONFIRMED')));
+        $result->moneyComing = in_array($data['Status'] ?? null, $paidOn, true);
         return $result;
     }
 
