@@ -9,10 +9,11 @@ import (
 	"testing"
 )
 
-// The repo explains itself: code cites the decision table's rows (README,
-// "Decision table, in short") and the traps (ARCHITECTURE.md, "Traps") by
-// number, and ARCHITECTURE.md's codemap names every package. These tests
-// keep the citations and the codemap true.
+// The repo explains itself: code cites the decision table's rows
+// (docs/decision-table.md) and the traps (ARCHITECTURE.md, "Traps") by
+// number, ARCHITECTURE.md's codemap names every package, and every link in
+// README.md, ARCHITECTURE.md and docs/ resolves. These tests keep the
+// citations, the codemap and the links true.
 
 var (
 	// "trap 19", "Trap 1", "traps 25-27"
@@ -47,13 +48,13 @@ func TestCitedTrapsAndRowsExist(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^(\d+)\. \*\*`).FindAllStringSubmatch(arch[strings.Index(arch, "## Traps"):], -1) {
 		traps[m[1]] = true
 	}
-	readme := readFile(t, "README.md")
+	readme := readFile(t, "docs/decision-table.md")
 	rows := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\| (\d+[a-d]?) \|`).FindAllStringSubmatch(readme, -1) {
 		rows[m[1]] = true
 	}
 	if len(traps) < 20 || len(rows) < 15 {
-		t.Fatalf("found %d traps in ARCHITECTURE.md and %d rows in README's decision table: the documents moved?", len(traps), len(rows))
+		t.Fatalf("found %d traps in ARCHITECTURE.md and %d rows in docs/decision-table.md: the documents moved?", len(traps), len(rows))
 	}
 	for _, f := range goFiles(t) {
 		src := readFile(t, f)
@@ -75,7 +76,7 @@ func TestCitedTrapsAndRowsExist(t *testing.T) {
 			for _, m := range rowCite.FindAllStringSubmatch(comment, -1) {
 				for _, n := range rowToken.FindAllString(m[1], -1) {
 					if !rows[n] {
-						t.Errorf("%s:%d cites row %s, which README's decision table does not have", f, i+1, n)
+						t.Errorf("%s:%d cites row %s, which docs/decision-table.md does not have", f, i+1, n)
 					}
 				}
 			}
@@ -113,5 +114,72 @@ func TestCodemapNamesEveryPackage(t *testing.T) {
 		if !named {
 			t.Errorf("ARCHITECTURE.md's codemap does not name %s", rel)
 		}
+	}
+}
+
+// mdLink is a Markdown link's target: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// anchor is GitHub's anchor for a heading: lower case, punctuation other
+// than - and _ dropped, spaces as -.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestDocLinksResolve: every relative link in README.md, ARCHITECTURE.md
+// and docs/ names a file of the repo, and an #anchor a heading in it; the
+// README stays a page a newcomer reads to the end.
+func TestDocLinksResolve(t *testing.T) {
+	pages := []string{"README.md", "ARCHITECTURE.md"}
+	docs, _ := filepath.Glob("docs/*.md")
+	if len(docs) < 6 {
+		t.Fatalf("docs/ has %d pages", len(docs))
+	}
+	pages = append(pages, docs...)
+	headings := func(path string) map[string]bool {
+		out := map[string]bool{}
+		for _, line := range strings.Split(readFile(t, path), "\n") {
+			if strings.HasPrefix(line, "#") {
+				out[anchor(strings.TrimLeft(line, "#"))] = true
+			}
+		}
+		return out
+	}
+	links := 0
+	for _, page := range pages {
+		for _, m := range mdLink.FindAllStringSubmatch(readFile(t, page), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, frag, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s: no such file", page, target)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !headings(path)[frag] {
+				t.Errorf("%s links to %s: %s has no heading #%s", page, target, path, frag)
+			}
+		}
+	}
+	if links < 10 {
+		t.Errorf("only %d links checked: the pages lost their links?", links)
+	}
+	if n := len(readFile(t, "README.md")); n > 15<<10 {
+		t.Errorf("README.md is %d bytes: keep it a page a newcomer finishes (move the rest to docs/)", n)
 	}
 }

@@ -9,7 +9,7 @@ package bench_test
 //	go test ./bench -run '^$' -bench Redis -benchtime 2s
 //
 // The server runs with the append-only file on, fsync every second (what the
-// README recommends), on loopback; client, proxy and server share the
+// docs/stores.md recommends), on loopback; client, proxy and server share the
 // machine's cores.
 
 import (

@@ -115,7 +115,7 @@ func (c *Contract) TrustedPeer(remoteAddr string) bool {
 // Site is how the site maps a URL to the script it runs, beyond the
 // script's own path: the index scripts of a directory and the extensions
 // tried for an extensionless URL. Routing gives a sender every URL that
-// runs its script this way (README, "The path rule").
+// runs its script this way (docs/decision-table.md, "The path rule").
 type Site struct {
 	// Index are a directory's index scripts (nginx index, Apache
 	// DirectoryIndex): "/x/" runs "/x/index.php".

@@ -4,6 +4,7 @@ import "testing"
 
 // The README points new users at this file: it must stay valid.
 func TestExampleConfigIsValid(t *testing.T) {
+	t.Setenv("ROBOKASSA_PASSWORD2", "change-me") // the example's one secret
 	c := mustLoad(t, "../hookonce.example.yaml")
 	if len(c.Senders) == 0 {
 		t.Fatal("example config has no senders")

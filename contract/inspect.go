@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The front of the decision table (README rows 0a to 3), shared by the
+// The front of the decision table (docs/decision-table.md, rows 0a to 3), shared by the
 // proxy, which acts on it, and `hookonce check --request`, which prints it,
 // so the two can never judge a request differently.
 

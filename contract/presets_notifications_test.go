@@ -36,8 +36,8 @@ func getNote(what, target, key string) presetNote {
 }
 
 // TestPresetNotificationKeys goes through every notification each Bitrix
-// preset's provider sends (the lists and sources are in presets.go and the
-// README): each gets its own key, and the same notification sent again
+// preset's provider sends (the lists and sources are in presets.go and
+// docs/senders.md): each gets its own key, and the same notification sent again
 // gets the same one. The ones the providers send more than once per
 // payment are here twice, with what differs between them: T-Bank's and
 // RBS's partial refunds (the amount), T-Bank's receipts (the fiscal

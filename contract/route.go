@@ -376,7 +376,7 @@ func (rt *router) conflicts(file string) []string {
 	for i, x := range rt.routes {
 		for _, y := range rt.routes[i+1:] {
 			if pairs[[2]*Route{x, y}] {
-				out = append(out, fmt.Sprintf("%s: paths %s and %s run one script (site: index, extensions); each spelling of it gets one path's senders only (README: The path rule)",
+				out = append(out, fmt.Sprintf("%s: paths %s and %s run one script (site: index, extensions); each spelling of it gets one path's senders only (docs/decision-table.md: the path rule)",
 					file, x.Path, y.Path))
 			}
 		}

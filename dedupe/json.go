@@ -7,7 +7,7 @@ import (
 )
 
 // RecordJSON is the record's public JSON form, shared by the CLI and the
-// admin API (README, "Record JSON").
+// admin API (docs/operations.md, "Record JSON").
 type RecordJSON struct {
 	Sender        string        `json:"sender"`
 	Key           string        `json:"key"`

@@ -3,7 +3,7 @@ package deploy_test
 // A sender path that names a directory (/webhooks/payment) runs the
 // directory's index script, and a site that tries extensions runs
 // /hooks/notify.php for /hooks/notify: every URL that runs the script must
-// get the sender's rules (README, "The path rule"). Counted at real PHP.
+// get the sender's rules (docs/decision-table.md, "The path rule"). Counted at real PHP.
 
 import (
 	"context"

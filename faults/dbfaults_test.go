@@ -59,7 +59,7 @@ type dbFaultRun struct {
 	lost, processing int
 	feltAtLeast      int
 	// forgets: a restart may lose acknowledged records (Redis without AOF,
-	// README "Persistence…"): an event that ran before it may run once more.
+	// docs/stores.md, "Persistence…"): an event that ran before it may run once more.
 	// Otherwise no record may go missing, and a late duplicate of every
 	// event is replayed without running the site again.
 	forgets bool

@@ -39,7 +39,7 @@ type killCase struct {
 }
 
 // The expected counts, written down before anything runs. The boundary
-// (README, "The at-least-once boundary"): at most 2 executions, and every
+// (docs/configuration.md, "The at-least-once boundary"): at most 2 executions, and every
 // execution past the first is a counted takeover.
 var killCases = []killCase{
 	// (a) After the claim, before the forward: the site never saw the

@@ -13,7 +13,7 @@ import (
 )
 
 // record and conflict are the parts of the admin API's JSON the probe reads
-// (README, "Record JSON").
+// (docs/operations.md, "Record JSON").
 type record struct {
 	Sender   string `json:"sender"`
 	Key      string `json:"key"`
@@ -47,7 +47,7 @@ func (r *runner) admin(ctx context.Context, method, path string, query url.Value
 	if method != http.MethodGet {
 		// An admin listener without a token takes a write (the probe's
 		// DELETEs) only with this content type, which a cross-site form
-		// cannot send (README, "Admin listener").
+		// cannot send (docs/operations.md, "Admin listener").
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := r.client.Do(req)

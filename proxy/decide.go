@@ -7,7 +7,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 )
 
-// This file holds the decision table (README, "Decision table, in short")
+// This file holds the decision table (docs/decision-table.md)
 // from the claim onwards as pure functions: what a delivery's facts mean,
 // row by row. proxy.go acts on the decisions; decide_test.go covers every
 // row.
@@ -27,7 +27,7 @@ const (
 
 // claimDecision is the judgement of one Claim answer.
 type claimDecision struct {
-	row     string // the README's row
+	row     string // the row in docs/decision-table.md
 	outcome string // as counted and logged (shadow adds "would_" when logging)
 	status  int    // the answer's status; 0 when the site or a wait decides it
 	act     act

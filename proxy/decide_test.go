@@ -16,7 +16,7 @@ func sender(t *testing.T, extra string) *contract.Sender {
 	return c.Senders[0]
 }
 
-// The decision table from the claim on, row by row (README's numbering).
+// The decision table from the claim on, row by row (docs/decision-table.md's numbering).
 func TestDecideClaim(t *testing.T) {
 	done := dedupe.Record{State: dedupe.StateDone, Response: &dedupe.Response{Status: 201}}
 	for _, tt := range []struct {

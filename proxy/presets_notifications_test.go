@@ -299,7 +299,7 @@ func TestUnkeyedProviderMessagesReachTheSite(t *testing.T) {
 }
 
 // TestCloudPaymentsEveryActionOnTheBitrixRecipe: the demo's Bitrix config
-// (the README's recipe) admits every action the official Bitrix module
+// (docs/senders.md's recipe) admits every action the official Bitrix module
 // handles. confirm, refund and cancel each run the site once and are
 // replayed on repeat; two partial refunds of one payment (each with its
 // own TransactionId) are two events.

@@ -1,5 +1,5 @@
 // Package proxy is hookonce's http.Handler: it routes each request to its
-// sender's rules, runs the decision table (README, "Decision table, in short") against the store,
+// sender's rules, runs the decision table (docs/decision-table.md) against the store,
 // forwards deliveries to the site, and answers the sender.
 //
 // Requests that match no sender are streamed to the site untouched. The

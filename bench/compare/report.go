@@ -214,7 +214,7 @@ func find(ss []summary, name string) (summary, bool) {
 }
 
 // targets judges this run's figures against the performance targets
-// (README, "Measured performance"); a target whose paths were not measured
+// (docs/performance.md); a target whose paths were not measured
 // is left out.
 func (r report) targets() string {
 	var rows []string

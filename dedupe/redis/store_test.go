@@ -457,7 +457,7 @@ func TestWaitChange(t *testing.T) {
 	}
 }
 
-// TestClaimAcrossRedisCrash shows what the README says about persistence: a
+// TestClaimAcrossRedisCrash shows what docs/stores.md says about persistence: a
 // claim acknowledged just before the Redis process is killed survives the
 // restart with the append-only file on (Redis write()s it before replying, so
 // a process crash loses nothing with everysec or always; only a host crash

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes (README, "Configuration"). exitCode is the one place that
+// Exit codes (docs/configuration.md). exitCode is the one place that
 // turns an error into one of them.
 const (
 	exitOK       = 0

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// README, "Configuration": every flag also reads an env var HOOKONCE_<FLAG>.
+// docs/configuration.md: every flag also reads an env var HOOKONCE_<FLAG>.
 func TestEveryFlagHasItsEnvVar(t *testing.T) {
 	for _, cmd := range newApp("dev", io.Discard, io.Discard).Commands {
 		for _, f := range cmd.Flags {

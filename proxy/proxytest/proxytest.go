@@ -1,6 +1,6 @@
 // Package proxytest holds test helpers shared by every backend's tests: a
 // counting upstream, a proxy started in front of it, and the acceptance
-// protocol (README, "Decision table, in short") run through real HTTP.
+// protocol (docs/decision-table.md) run through real HTTP.
 package proxytest
 
 import (
