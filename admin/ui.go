@@ -65,6 +65,7 @@ func (h *Handler) routeUI() {
 	h.mux.Handle("GET /ui/events", h.uiAuth(h.uiEvents))
 	h.mux.Handle("GET /ui/events/{sender}/{key...}", h.uiAuth(h.uiEvent))
 	h.mux.Handle("GET /ui/conflicts", h.uiAuth(h.uiConflicts))
+	h.mux.Handle("GET /ui/overview", h.uiAuth(h.uiOverview))
 	h.mux.Handle("POST /ui/redeliver/{sender}/{key...}", h.uiAuth(h.uiRedeliver))
 	h.mux.Handle("POST /ui/release/{sender}/{key...}", h.uiAuth(h.uiRelease))
 }

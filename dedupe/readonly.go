@@ -41,3 +41,12 @@ func (readOnly) Purge(context.Context, PurgeRequest) (int, error) {
 	return 0, refuse("purge")
 }
 func (readOnly) Probe(context.Context) error { return refuse("probe") }
+
+// Summary passes the call on to the Reader when it is a Summarizer (a
+// summary only reads); ErrNoSummary otherwise.
+func (r readOnly) Summary(ctx context.Context, since time.Time) ([]SenderSummary, error) {
+	if s, ok := r.Reader.(Summarizer); ok {
+		return s.Summary(ctx, since)
+	}
+	return nil, fmt.Errorf("summary: %w", ErrNoSummary)
+}

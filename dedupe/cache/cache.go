@@ -124,6 +124,19 @@ func (c *Store) locker(op string) (dedupe.ObjectLocker, error) {
 	return nil, fmt.Errorf("%s: the wrapped store %T holds no object locks (dedupe.ObjectLocker): %w", op, c.Store, dedupe.ErrUnavailable)
 }
 
+var _ dedupe.Summarizer = (*Store)(nil)
+
+// Summary passes the call to the wrapped store (the overview page's
+// aggregate is never cached: it is read rarely and must be current). A
+// wrapped store that is no Summarizer answers an error wrapping
+// dedupe.ErrNoSummary.
+func (c *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSummary, error) {
+	if s, ok := c.Store.(dedupe.Summarizer); ok {
+		return s.Summary(ctx, since)
+	}
+	return nil, fmt.Errorf("summary: the wrapped store %T: %w", c.Store, dedupe.ErrNoSummary)
+}
+
 // Unwrap returns the wrapped store, for callers that need its own
 // interfaces (migrations).
 func (c *Store) Unwrap() dedupe.Store { return c.Store }

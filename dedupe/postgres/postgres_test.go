@@ -140,3 +140,8 @@ func (p twoPools) RenewObject(ctx context.Context, sc, o, own string, l time.Dur
 func (p twoPools) UnlockObject(ctx context.Context, sc, o, own string) error {
 	return p.locker().UnlockObject(ctx, sc, o, own)
 }
+
+func TestSummaryConformance(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunSummaryConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}

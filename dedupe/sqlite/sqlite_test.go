@@ -47,3 +47,14 @@ func TestConformanceTwoHandlesOneFile(t *testing.T) {
 		t.Fatal("suite opened no store")
 	}
 }
+
+func TestSummaryConformance(t *testing.T) {
+	dedupetest.RunSummaryConformance(t, func(t *testing.T) dedupe.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
