@@ -76,7 +76,8 @@ senders:
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rec, err := store.Get(context.Background(), "shop", "evt-0")
-		if err == nil && rec.Hits == 2 || time.Now().After(deadline) {
+		crm, err2 := store.Get(context.Background(), "crm", "c-1")
+		if err == nil && err2 == nil && rec.Hits == 2 && crm.Hits == 1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
