@@ -66,6 +66,25 @@ func configMapConfig(t *testing.T) []byte {
 	return []byte(cfg)
 }
 
+// packagedExample is the packaged config with its commented senders
+// uncommented (the lines from "# senders:" on, in place of "senders: []").
+func packagedExample(t *testing.T) []byte {
+	t.Helper()
+	text := string(readFile(t, "packages/hookonce.yaml"))
+	head, example, ok := strings.Cut(text, "senders: []\n# senders:\n")
+	if !ok {
+		t.Fatal("packages/hookonce.yaml has no commented senders after senders: []")
+	}
+	out := head + "senders:\n"
+	for _, line := range strings.Split(strings.TrimRight(example, "\n"), "\n") {
+		if !strings.HasPrefix(line, "# ") {
+			t.Fatalf("packages/hookonce.yaml: %q in the commented example", line)
+		}
+		out += line[2:] + "\n"
+	}
+	return []byte(out)
+}
+
 func parseConfig(t *testing.T, name string, data []byte) *contract.Contract {
 	t.Helper()
 	// The ConfigMap's stripe sender reads its secret from the environment,
@@ -101,6 +120,11 @@ func TestShippedConfigsAreValid(t *testing.T) {
 				"cloudpayments=" + bitrixDispatcher, "rbs=" + bitrixDispatcher, "bitrix24=" + bitrixDispatcher}},
 		{"kubernetes/configmap.yaml#hookonce.yaml", configMapConfig,
 			[]string{"stripe=/bitrix/tools/stripe.php", "payments=/webhooks/payment"}},
+		// The packages' /etc/hookonce/hookonce.yaml names no sender; its
+		// commented example is valid once uncommented.
+		{"packages/hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "packages/hookonce.yaml") }, nil},
+		{"packages/hookonce.yaml#example", packagedExample,
+			[]string{"robokassa=" + bitrixDispatcher}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,469 @@
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The packages (deploy/packages/): build.sh runs nfpm (pinned, through go
+// run) on nfpm.yaml. The tests build both packages, read them with the
+// distributions' own tools, and install the .deb on this machine when it
+// may (root, dpkg): CI runs as root on a fresh Debian.
+
+// packaged is what the packages put where, with mode and owner: the one
+// list the .deb, the .rpm and the installed files are compared with.
+var packaged = map[string]string{
+	"/usr/bin/hookonce":                             "-rwxr-xr-x root root",
+	"/usr/lib/systemd/system/hookonce.service":      "-rw-r--r-- root root",
+	"/etc/hookonce":                                 "drwxr-xr-x root root",
+	"/etc/hookonce/hookonce.yaml":                   "-rw-r----- root hookonce",
+	"/var/lib/hookonce":                             "drwxr-x--- hookonce hookonce",
+	"/usr/share/doc/hookonce/hookonce.example.yaml": "-rw-r--r-- root root",
+}
+
+const packagedConfig = "/etc/hookonce/hookonce.yaml"
+
+type builtPackages struct{ deb, rpm string }
+
+// buildPackages runs build.sh with VERSION=version into a temporary
+// directory and returns the two packages it made.
+func buildPackages(t *testing.T, version string) builtPackages {
+	t.Helper()
+	needTool(t, "bash", true)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "packages/build.sh")
+	cmd.Env = append(os.Environ(), "OUT="+out, "VERSION="+version, "GOARCH="+runtime.GOARCH)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v\n%s", err, b)
+	}
+	var p builtPackages
+	for _, g := range []struct {
+		dst  *string
+		glob string
+	}{{&p.deb, "hookonce_*_" + runtime.GOARCH + ".deb"}, {&p.rpm, "hookonce-*." + rpmArch() + ".rpm"}} {
+		m, _ := filepath.Glob(filepath.Join(out, g.glob))
+		if len(m) != 1 {
+			t.Fatalf("build.sh made %v for %s", m, g.glob)
+		}
+		*g.dst = m[0]
+	}
+	return p
+}
+
+// rpmArch is rpm's name for this machine's GOARCH (the deb's is GOARCH's).
+func rpmArch() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return runtime.GOARCH
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	b, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, b)
+	}
+	return string(b)
+}
+
+// script returns one of deploy/packages/scripts as the packages carry it.
+func script(t *testing.T, name string) string {
+	return strings.TrimSpace(string(readFile(t, "packages/scripts/"+name+".sh")))
+}
+
+func TestPackages(t *testing.T) {
+	p := buildPackages(t, "1.0.0")
+
+	t.Run("Deb", func(t *testing.T) {
+		dd := needTool(t, "dpkg-deb", true)
+		if got := strings.TrimSpace(run(t, dd, "-f", p.deb, "Version")); got != "1.0.0-1" {
+			t.Errorf("Version = %q", got)
+		}
+		// dpkg-deb -c: "-rw-r----- root/hookonce 1776 2026-… ./etc/hookonce/hookonce.yaml"
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(run(t, dd, "-c", p.deb)), "\n") {
+			f := strings.Fields(line)
+			path := strings.TrimSuffix(strings.TrimPrefix(f[len(f)-1], "."), "/")
+			if _, ok := packaged[path]; ok || !strings.HasPrefix(f[0], "d") {
+				got[path] = f[0] + " " + strings.Replace(f[1], "/", " ", 1)
+			}
+		}
+		if !maps.Equal(got, packaged) {
+			t.Errorf("the .deb holds\n%v\nwant\n%v", got, packaged)
+		}
+		if c := strings.TrimSpace(run(t, dd, "--info", p.deb, "conffiles")); c != packagedConfig {
+			t.Errorf("conffiles = %q, want only %s", c, packagedConfig)
+		}
+		for deb, ours := range map[string]string{"preinst": "preinstall", "postinst": "postinstall", "prerm": "preremove", "postrm": "postremove"} {
+			if got := strings.TrimSpace(run(t, dd, "--info", p.deb, deb)); got != script(t, ours) {
+				t.Errorf("%s is not scripts/%s.sh:\n%s", deb, ours, got)
+			}
+		}
+	})
+
+	t.Run("Rpm", func(t *testing.T) {
+		rpm := needTool(t, "rpm", true)
+		if got := run(t, rpm, "-qp", "--qf", "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}", p.rpm); got != "hookonce 1.0.0-1 "+rpmArch() {
+			t.Errorf("rpm says %q", got)
+		}
+		list := strings.Fields(run(t, rpm, "-qpl", p.rpm))
+		if want := slices.Sorted(maps.Keys(packaged)); !slices.Equal(list, want) {
+			t.Errorf("rpm -qpl:\n%v\nwant\n%v", list, want)
+		}
+		got := map[string]string{}
+		config := map[string]string{}
+		qf := `[%{FILENAMES} %{FILEMODES:perms} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILEFLAGS:fflags}\n]`
+		for _, line := range strings.Split(strings.TrimSpace(run(t, rpm, "-qp", "--qf", qf, p.rpm)), "\n") {
+			f := strings.Fields(line)
+			got[f[0]] = strings.Join(f[1:4], " ")
+			if len(f) > 4 {
+				config[f[0]] = f[4]
+			}
+		}
+		if !maps.Equal(got, packaged) {
+			t.Errorf("the .rpm holds\n%v\nwant\n%v", got, packaged)
+		}
+		// c: %config, n: noreplace — an upgrade never overwrites an edited file.
+		if want := map[string]string{packagedConfig: "cn"}; !maps.Equal(config, want) {
+			t.Errorf("file flags %v, want %v", config, want)
+		}
+		scripts := run(t, rpm, "-qp", "--scripts", p.rpm)
+		for _, s := range []struct{ rpm, ours string }{
+			{"preinstall", "preinstall"}, {"postinstall", "postinstall"},
+			{"preuninstall", "preremove"}, {"postuninstall", "postremove"},
+		} {
+			m := regexp.MustCompile(`(?s)` + s.rpm + ` scriptlet \(using /bin/sh\):\n(.*?)(?:\n\S+ scriptlet \(|$)`).FindStringSubmatch(scripts)
+			if m == nil || strings.TrimSpace(m[1]) != script(t, s.ours) {
+				t.Errorf("rpm %s is not scripts/%s.sh:\n%s", s.rpm, s.ours, scripts)
+			}
+		}
+		for _, want := range []string{"useradd --system", "[ -d /run/systemd/system ]", "systemctl enable hookonce.service", "2) first=no", "remove | 0)"} {
+			if !strings.Contains(scripts, want) {
+				t.Errorf("the rpm's scripts lack %q", want)
+			}
+		}
+		// The only start is try-restart on an upgrade (a running service
+		// stays running); the note's "systemctl start" is text, not a command.
+		if m := regexp.MustCompile(`(?m)^\s*systemctl (start|restart|reload-or-restart) .*|--now`).FindAllString(scripts, -1); len(m) > 0 {
+			t.Errorf("a script starts the service: %q", m)
+		}
+	})
+
+	t.Run("InstallDeb", func(t *testing.T) { installDeb(t, p) })
+}
+
+// needRoot skips (fails under CI=true) unless the test runs as root.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("installing the .deb needs root, and CI runs as root")
+		}
+		t.Skip("installing the .deb needs root")
+	}
+}
+
+// installDeb installs the .deb on this machine, upgrades it, removes and
+// purges it, checking at each step what dpkg and the scripts left behind.
+func installDeb(t *testing.T, p builtPackages) {
+	needRoot(t)
+	dpkg := needTool(t, "dpkg", true)
+	// Never touch a real installation.
+	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "hookonce").Output(); err == nil && len(out) > 0 {
+		t.Skipf("a hookonce package is on this machine (%s): not touching it", out)
+	}
+	for _, d := range []string{"/etc/hookonce", "/var/lib/hookonce", "/usr/bin/hookonce"} {
+		if _, err := os.Lstat(d); err == nil {
+			t.Skipf("%s exists on this machine: not touching it", d)
+		}
+	}
+	_, userErr := user.Lookup("hookonce")
+	hadUser := userErr == nil
+	t.Cleanup(func() {
+		// Purge whatever state a failure left, and the user if the test made it.
+		_ = exec.Command(dpkg, "--purge", "hookonce").Run()
+		if !hadUser {
+			_ = exec.Command("userdel", "hookonce").Run()
+			_ = exec.Command("groupdel", "hookonce").Run()
+		}
+	})
+
+	out := run(t, dpkg, "-i", p.deb)
+	if !strings.Contains(out, "edit /etc/hookonce/hookonce.yaml") || !strings.Contains(out, "systemctl start hookonce") {
+		t.Errorf("dpkg -i printed no note on what to do next:\n%s", out)
+	}
+	if got := run(t, "/usr/bin/hookonce", "version"); got != "hookonce 1.0.0\n" {
+		t.Errorf("hookonce version = %q", got)
+	}
+	if got := run(t, "/usr/bin/hookonce", "check", "--config", packagedConfig); got != packagedConfig+": ok, 0 sender(s)\n" {
+		t.Errorf("hookonce check = %q", got)
+	}
+	if got, want := readFile(t, "/usr/lib/systemd/system/hookonce.service"), readFile(t, "packages/hookonce.service"); !bytes.Equal(got, want) {
+		t.Error("the installed unit is not deploy/packages/hookonce.service")
+	}
+
+	u, err := user.Lookup("hookonce")
+	if err != nil {
+		t.Fatalf("no user hookonce after dpkg -i: %v", err)
+	}
+	pw := strings.Split(strings.TrimSpace(run(t, "getent", "passwd", "hookonce")), ":")
+	if uid, _ := strconv.Atoi(u.Uid); uid == 0 || uid >= 1000 || pw[5] != "/var/lib/hookonce" || !strings.HasSuffix(pw[6], "nologin") {
+		t.Errorf("getent passwd hookonce = %q: want a system user (uid 1–999), home /var/lib/hookonce, no login shell", pw)
+	}
+	if g, err := user.LookupGroupId(u.Gid); err != nil || g.Name != "hookonce" {
+		t.Errorf("hookonce's primary group: %v %v", g, err)
+	}
+	checkInstalled(t, packaged)
+
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		if got, _ := exec.Command("systemctl", "is-enabled", "hookonce").Output(); strings.TrimSpace(string(got)) != "enabled" {
+			t.Errorf("systemctl is-enabled hookonce: %q", got)
+		}
+		if got, _ := exec.Command("systemctl", "is-active", "hookonce").Output(); strings.TrimSpace(string(got)) != "inactive" {
+			t.Errorf("systemctl is-active hookonce: %q, want inactive (not started)", got)
+		}
+	} else if _, err := os.Lstat("/etc/systemd/system/multi-user.target.wants/hookonce.service"); err == nil {
+		t.Error("enabled although systemd does not run")
+	}
+
+	db := serveAsUnit(t, u)
+
+	// An upgrade keeps the edited config and the database.
+	f, err := os.OpenFile(packagedConfig, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const edit = "# edited by the operator\n"
+	if _, err := f.WriteString(edit); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	p2 := buildPackages(t, "1.0.1")
+	out = run(t, dpkg, "-i", p2.deb)
+	if strings.Contains(out, "systemctl start hookonce") {
+		t.Errorf("the upgrade printed the first install's note:\n%s", out)
+	}
+	if got := run(t, "/usr/bin/hookonce", "version"); got != "hookonce 1.0.1\n" {
+		t.Errorf("after the upgrade hookonce version = %q", got)
+	}
+	keptAfter := func(step string) {
+		t.Helper()
+		if !strings.HasSuffix(string(readFile(t, packagedConfig)), edit) {
+			t.Errorf("after %s the config lost the operator's edit", step)
+		}
+		if _, err := os.Stat(db); err != nil {
+			t.Errorf("after %s the database is gone: %v", step, err)
+		}
+		for _, suffix := range []string{".dpkg-new", ".dpkg-dist", ".dpkg-old"} {
+			if _, err := os.Stat(packagedConfig + suffix); err == nil {
+				t.Errorf("after %s dpkg left %s%s", step, packagedConfig, suffix)
+			}
+		}
+	}
+	keptAfter("the upgrade")
+	checkInstalled(t, packaged)
+
+	// dpkg -r: the program goes, the config and the state stay.
+	run(t, dpkg, "-r", "hookonce")
+	for _, path := range []string{"/usr/bin/hookonce", "/usr/lib/systemd/system/hookonce.service", "/usr/share/doc/hookonce/hookonce.example.yaml"} {
+		if _, err := os.Lstat(path); err == nil {
+			t.Errorf("dpkg -r left %s", path)
+		}
+	}
+	keptAfter("dpkg -r")
+	checkInstalled(t, map[string]string{
+		"/etc/hookonce/hookonce.yaml": packaged["/etc/hookonce/hookonce.yaml"],
+		"/var/lib/hookonce":           packaged["/var/lib/hookonce"],
+	})
+	if got := run(t, "dpkg-query", "-W", "-f", "${Status}", "hookonce"); got != "deinstall ok config-files" {
+		t.Errorf("after dpkg -r: %q", got)
+	}
+
+	// dpkg -P: nothing of the package stays; the system user does (postremove.sh says why).
+	run(t, dpkg, "-P", "hookonce")
+	for _, path := range []string{"/etc/hookonce", "/var/lib/hookonce"} {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("dpkg -P left %s (%v)", path, err)
+		}
+	}
+	if out, err := exec.Command("dpkg-query", "-W", "hookonce").CombinedOutput(); err == nil {
+		t.Errorf("dpkg still knows hookonce after the purge: %s", out)
+	}
+	if _, err := user.Lookup("hookonce"); err != nil {
+		t.Errorf("the purge removed the user hookonce: %v", err)
+	}
+}
+
+// checkInstalled compares paths' modes and owners ("-rw-r----- root hookonce").
+func checkInstalled(t *testing.T, want map[string]string) {
+	t.Helper()
+	for path, w := range want {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		owner, group := strconv.Itoa(int(st.Uid)), strconv.Itoa(int(st.Gid))
+		if u, err := user.LookupId(owner); err == nil {
+			owner = u.Username
+		}
+		if g, err := user.LookupGroupId(group); err == nil {
+			group = g.Name
+		}
+		if got := fmt.Sprintf("%s %s %s", fi.Mode().String(), owner, group); got != w {
+			t.Errorf("%s is %s, want %s", path, got, w)
+		}
+	}
+}
+
+// serveAsUnit runs the installed unit's ExecStart with its Environment as
+// the hookonce user (what systemd would do, without its sandbox), on
+// loopback ports of its own, until it serves; then stops it with the
+// unit's KillSignal. It returns the database file it made in the state
+// directory: the service user can read its config and write its state.
+func serveAsUnit(t *testing.T, u *user.User) string {
+	t.Helper()
+	unit := unit(t, "/usr/lib/systemd/system/hookonce.service")
+	if unit["Service.KillSignal"][0] != "SIGTERM" || unit["Service.User"][0] != "hookonce" {
+		t.Fatalf("unit: KillSignal %v, User %v", unit["Service.KillSignal"], unit["Service.User"])
+	}
+	argv := strings.Fields(unit["Service.ExecStart"][0])
+	env := []string{"PATH=/usr/bin:/bin"}
+	for _, e := range unit["Service.Environment"] {
+		if !strings.HasPrefix(e, "HOOKONCE_LISTEN=") {
+			env = append(env, e)
+		}
+	}
+	env = append(env, "HOOKONCE_LISTEN=127.0.0.1:0", "HOOKONCE_ADMIN_LISTEN=127.0.0.1:0")
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = unit["Service.WorkingDirectory"][0]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	serving := false
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		log = append(log, sc.Text())
+		if strings.Contains(sc.Text(), `"hookonce serving"`) {
+			serving = true
+			break
+		}
+	}
+	drained := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+			log = append(log, sc.Text())
+		}
+		close(drained)
+	}()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-drained // the pipe is read to its end before Wait closes it
+	werr := cmd.Wait()
+	if !serving || werr != nil {
+		t.Fatalf("%s as hookonce: serving %v, exit %v\n%s", unit["Service.ExecStart"][0], serving, werr, strings.Join(log, "\n"))
+	}
+	db := strings.TrimPrefix(envValue(env, "HOOKONCE_STORE"), "sqlite:")
+	if db == "" || filepath.Dir(db) != "/var/lib/hookonce" {
+		t.Fatalf("HOOKONCE_STORE = %q, want a file in /var/lib/hookonce", envValue(env, "HOOKONCE_STORE"))
+	}
+	fi, err := os.Stat(db)
+	if err != nil {
+		t.Fatalf("serve made no database: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid {
+		t.Errorf("%s belongs to uid %d, want hookonce (%d)", db, st.Uid, uid)
+	}
+	return db
+}
+
+func envValue(env []string, key string) string {
+	for _, e := range slices.Backward(env) {
+		if k, v, ok := strings.Cut(e, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestPackagedUnit keeps the packaged unit the hand-installed one
+// (deploy/systemd/hookonce.service, TestSystemdUnit) but for what a
+// package changes: the binary's path and a static user the package makes.
+func TestPackagedUnit(t *testing.T) {
+	const path = "packages/hookonce.service"
+	hand, pkg := unit(t, "systemd/hookonce.service"), unit(t, path)
+	changed := map[string][]string{
+		"Service.ExecStart":          {"/usr/bin/hookonce serve --config /etc/hookonce/hookonce.yaml"},
+		"Service.DynamicUser":        nil,
+		"Service.User":               {"hookonce"},
+		"Service.Group":              {"hookonce"},
+		"Service.StateDirectoryMode": {"0750"},
+	}
+	for k := range maps.Keys(hand) {
+		if _, ok := changed[k]; !ok && !slices.Equal(hand[k], pkg[k]) {
+			t.Errorf("%s = %q, the hand-installed unit has %q", k, pkg[k], hand[k])
+		}
+	}
+	for k, v := range pkg {
+		if _, ok := hand[k]; !ok {
+			if _, ok := changed[k]; !ok {
+				t.Errorf("%s = %q is not in the hand-installed unit", k, v)
+			}
+		}
+	}
+	for k, v := range changed {
+		if !slices.Equal(pkg[k], v) {
+			t.Errorf("%s = %q, want %q", k, pkg[k], v)
+		}
+	}
+	t.Run("SystemdAnalyzeVerify", func(t *testing.T) {
+		sa := needTool(t, "systemd-analyze", false)
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyPath := filepath.Join(t.TempDir(), "hookonce.service")
+		text := strings.Replace(string(readFile(t, path)), "ExecStart=/usr/bin/hookonce", "ExecStart="+self, 1)
+		if err := os.WriteFile(copyPath, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(sa, "verify", copyPath).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
+}
