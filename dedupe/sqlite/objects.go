@@ -50,35 +50,14 @@ func (s *Store) LockObject(ctx context.Context, scope, object, owner string, lea
 // took the object since (trap 7: fenced by the owner token).
 func (s *Store) RenewObject(ctx context.Context, scope, object, owner string, lease time.Duration) error {
 	op := "renew object " + scope + "/" + object
-	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
-		return s.objectFenced(ctx, tx, op, qRenewObject, ms(time.Now().Add(lease)), scope, object, owner)
-	})
+	return s.fenced(ctx, op, qRenewObject, ms(time.Now().Add(lease)), scope, object, owner)
 }
 
 // UnlockObject implements dedupe.ObjectLocker: the row is deleted if it is
 // still owner's (an expired lease no one took since counts).
 func (s *Store) UnlockObject(ctx context.Context, scope, object, owner string) error {
 	op := "unlock object " + scope + "/" + object
-	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
-		return s.objectFenced(ctx, tx, op, qUnlockObject, scope, object, owner)
-	})
-}
-
-// objectFenced runs one write on the owner's row: ErrNotOwner when it
-// touched none.
-func (s *Store) objectFenced(ctx context.Context, tx *sql.Tx, op, query string, args ...any) error {
-	res, err := s.ws.exec(ctx, tx, query, args...)
-	if err != nil {
-		return unavailable(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return unavailable(op, err)
-	}
-	if n == 0 {
-		return notOwner(op)
-	}
-	return nil
+	return s.fenced(ctx, op, qUnlockObject, scope, object, owner)
 }
 
 // staleObjectAge is how long after its lease ended a lock nobody freed

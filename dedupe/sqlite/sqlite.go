@@ -459,8 +459,9 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.C
 	return dedupe.ClaimResult{Outcome: outcome, Record: rec}, nil
 }
 
-// fenced runs one write that must touch exactly the owner's processing
-// claim, as an item of a group commit.
+// fenced runs one write that must touch exactly the owner's row (a
+// processing claim, an object lock), as an item of a group commit:
+// ErrNotOwner when it touched none.
 func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error {
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := s.ws.exec(ctx, tx, query, args...)
