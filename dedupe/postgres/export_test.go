@@ -45,3 +45,9 @@ func SetClaimBatching(s *Store, on bool) { s.solo = !on }
 
 // LoopReads says how many reads Claim made after its batched first try.
 func LoopReads(s *Store) int64 { return s.loopReads.Load() }
+
+// PurgeSQL is Purge's record and conflict DELETE; PurgeObjectsSQL its
+// object-lock DELETE.
+var PurgeSQL = purgeSQL
+
+const PurgeObjectsSQL = purgeObjectsSQL

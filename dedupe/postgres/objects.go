@@ -106,7 +106,7 @@ func (s *Store) objectExec(ctx context.Context, op, scope, object, query string,
 const purgeObjectsSQL = `
 WITH v AS (
 	SELECT scope, object FROM hookonce_objects
-	WHERE lease_until < clock_timestamp() - $2::bigint * interval '1 microsecond'
+	WHERE lease_until < (SELECT clock_timestamp()) - $2::bigint * interval '1 microsecond'
 	ORDER BY lease_until LIMIT $1
 	FOR UPDATE SKIP LOCKED
 )

@@ -781,23 +781,21 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	return nil
 }
 
-// Purge implements dedupe.Store. Each DELETE removes at most one batch
-// (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
-// transaction holds, and re-checks under the row lock that no live lease
-// protects the row. Whatever req says, it also removes object locks whose
-// lease ended more than objectGrace ago (their holders died); they are not
-// counted.
-func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+// purgeSQL is Purge's DELETE of one batch of records and of conflicts
+// ($1 the batch; $2 the cut-off when byReceived). The expiry cut-off is the
+// database clock read once by a sub-select: clock_timestamp() itself is
+// volatile, and a volatile comparison is never an index condition, so
+// `expires_at <= clock_timestamp()` walked the expires_at index as a filter,
+// fetching every live row's heap tuple, whenever fewer than a batch were
+// expired (the last call of every purge: the whole table, every minute).
+// The sub-select is an InitPlan, evaluated once: an index condition.
+func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
-	recWhere, recOrder := `expires_at <= clock_timestamp()`, `expires_at`
-	confWhere, confOrder := recWhere, recOrder
-	var args []any
-	if !req.ReceivedBefore.IsZero() {
+	recWhere, recOrder := `expires_at <= (SELECT clock_timestamp())`, `expires_at`
+	if byReceived {
 		recWhere, recOrder = `received_at < $2`, `received_at`
-		confWhere, confOrder = recWhere, recOrder
-		args = append(args, req.ReceivedBefore)
 	}
-	recSQL := `
+	recSQL = `
 		WITH v AS (
 			SELECT sender, key FROM hookonce_records
 			WHERE ` + recWhere + ` AND ` + live + `
@@ -805,10 +803,25 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 			FOR UPDATE SKIP LOCKED
 		)
 		DELETE FROM hookonce_records r USING v WHERE r.sender = v.sender AND r.key = v.key`
-	confSQL := `
+	confSQL = `
 		DELETE FROM hookonce_conflicts WHERE id IN (
-			SELECT id FROM hookonce_conflicts WHERE ` + confWhere + `
-			ORDER BY ` + confOrder + ` LIMIT $1 FOR UPDATE SKIP LOCKED)`
+			SELECT id FROM hookonce_conflicts WHERE ` + recWhere + `
+			ORDER BY ` + recOrder + ` LIMIT $1 FOR UPDATE SKIP LOCKED)`
+	return recSQL, confSQL
+}
+
+// Purge implements dedupe.Store. Each DELETE removes at most one batch
+// (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
+// transaction holds, and re-checks under the row lock that no live lease
+// protects the row. Whatever req says, it also removes object locks whose
+// lease ended more than objectGrace ago (their holders died); they are not
+// counted.
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	recSQL, confSQL := purgeSQL(!req.ReceivedBefore.IsZero())
+	var args []any
+	if !req.ReceivedBefore.IsZero() {
+		args = append(args, req.ReceivedBefore)
+	}
 
 	batch := req.Limit
 	if batch <= 0 {

@@ -49,6 +49,9 @@ var migrations = [...]string{
 	schemaObjects,
 }
 
+// purgeChunk is how many records one transaction of Purge removes.
+const purgeChunk = 50
+
 // schemaVersion is stored in PRAGMA user_version once migrated.
 const schemaVersion = len(migrations)
 
@@ -713,12 +716,26 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	if lim <= 0 {
 		lim = -1 // SQLite: no limit
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
-		WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) LIMIT ?)`, cut, now, lim)
-	if err != nil {
-		return 0, unavailable("purge", err)
+	// Records go purgeChunk at a time, each chunk its own transaction: the
+	// file has one writer, and claims wait for the purge's transaction to
+	// commit, so a long one is every waiting claim's latency.
+	var n int64
+	for lim < 0 || n < int64(lim) {
+		chunk := int64(purgeChunk)
+		if lim > 0 {
+			chunk = min(chunk, int64(lim)-n)
+		}
+		res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
+			WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) LIMIT ?)`, cut, now, chunk)
+		if err != nil {
+			return int(n), unavailable("purge", err)
+		}
+		d, _ := res.RowsAffected()
+		n += d
+		if d < chunk {
+			break
+		}
 	}
-	n, _ := res.RowsAffected()
 	cwhere := `expires_at <= ?`
 	if !req.ReceivedBefore.IsZero() {
 		cwhere = `received_at < ?`

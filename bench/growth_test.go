@@ -1,0 +1,801 @@
+package bench_test
+
+// Cost as the store grows: new events, duplicates and the purge of a day's
+// expired records, measured through the real Store on a store filled to
+// 0, 1 M and 10 M records (PostgreSQL) and 0 and 1 M (SQLite).
+//
+// The records are written straight into hookonce's own schema with SQL
+// (INSERT … SELECT over generate_series / a recursive CTE), not through
+// the Store: senders, random-looking keys, SHA-256-sized payload hashes,
+// mostly done records with a stored answer and their attempts, some
+// released, held and abandoned (processing, lease expired) ones, received
+// over three days in time order with a 48 h ttl, so the oldest day is
+// expired and waiting for the purge. The fill is incremental (0 → 1 M →
+// 10 M), each step measured, and the expired share is topped up so that a
+// third of the store is always expired when the purge runs.
+//
+// At each size, with 32 workers for a fixed time: new events (Claim of a
+// new key, then Complete, as the proxy does), duplicates (Claim of a done
+// record: Duplicate), and the same new-event load while the retention
+// loop's purge runs (Purge with Limit 500, repeated until a batch comes
+// back short: internal/cli purgeBatches).
+//
+// Without HOOKONCE_GROWTH the test runs a short form (10,000 records, runs
+// of 300 ms) that checks the fill against the schema and the Store; the
+// full form is
+//
+//	HOOKONCE_GROWTH=full go test ./bench -run TestGrowth -v -timeout 3h
+//
+// HOOKONCE_GROWTH_PG and HOOKONCE_GROWTH_SQLITE override the sizes
+// ("0,1000000"; "none" skips the backend), HOOKONCE_GROWTH_DURATION the
+// length of a run, HOOKONCE_GROWTH_PURGE_DUTY (an experiment, e.g. 0.5)
+// pauses the purge after each batch so it runs only that share of the
+// time, and HOOKONCE_GROWTH_OUT names a file for the Markdown tables (they
+// are always logged).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/pgtest"
+)
+
+const (
+	growthWorkers    = 32
+	growthTTL        = 48 * time.Hour
+	growthPurgeBatch = 500 // internal/cli backgroundPurgeBatch
+	growthPurgeCall  = 10 * time.Second
+	growthPGBatch    = 250_000 // rows per INSERT … SELECT statement
+	growthLiteBatch  = 100_000 // rows per SQLite transaction
+	day              = 24 * time.Hour
+)
+
+// growthPGSettings are the server settings of the full run (pgtest adds
+// fsync and full_page_writes on with Durable, 127.0.0.1, max_connections
+// 200).
+var growthPGSettings = map[string]string{
+	"shared_buffers":       "2GB",
+	"effective_cache_size": "8GB",
+	"maintenance_work_mem": "512MB",
+	"max_wal_size":         "8GB",
+}
+
+var growthSenders = []string{"stripe", "shopify", "github", "paypal", "yookassa", "robokassa", "tinkoff", "cloudpayments"}
+
+// mixes are the multiplicative hashes (id·mul + add mod 2³²) that derive a
+// record's key, payload hash, state and hits from its id, the same in Go
+// and in both SQL dialects: 0–2 the key, 3–10 the payload hash, 11 the
+// state, 12 the hits and the attempt's duration. Each mul is odd, so mix 0
+// is a bijection on ids below 2³² and keys never collide.
+var mixes = [][2]int64{
+	{2654435761, 0}, {2246822519, 374761393}, {3266489917, 668265263},
+	{2870177450 + 1, 1013904223}, {1664525, 12345}, {22695477, 1}, {1103515245, 12345},
+	{134775813, 1}, {214013, 2531011}, {69069, 1}, {1140671485, 12820163},
+	{2891336453, 2801}, {3039177861, 101},
+}
+
+func mix(k int, id int64) int64 { return (id*mixes[k][0] + mixes[k][1]) % (1 << 32) }
+
+// mixSQL is mix(k, id) in SQL (both dialects: 64-bit integers, % on
+// non-negative operands).
+func mixSQL(k int, id string) string {
+	return fmt.Sprintf("((%s * %d + %d) %% 4294967296)", id, mixes[k][0], mixes[k][1])
+}
+
+func growthKey(id int64) string {
+	return fmt.Sprintf("evt_%08x%08x%08x", mix(0, id), mix(1, id), mix(2, id))
+}
+
+func growthHash(id int64) string {
+	var b strings.Builder
+	for k := 3; k <= 10; k++ {
+		fmt.Fprintf(&b, "%08x", mix(k, id))
+	}
+	return b.String()
+}
+
+func growthSender(id int64) string { return growthSenders[id%int64(len(growthSenders))] }
+
+// growthState: 1% released, 0.5% held (unknown), 0.5% processing under an
+// expired lease (a proxy died), the rest done.
+func growthState(id int64) dedupe.State {
+	switch st := mix(11, id) % 1000; {
+	case st < 10:
+		return dedupe.StateReleased
+	case st < 15:
+		return dedupe.StateUnknown
+	case st < 20:
+		return dedupe.StateProcessing
+	}
+	return dedupe.StateDone
+}
+
+// stateSQL is growthState in SQL.
+func stateSQL(id string) string {
+	st := mixSQL(11, id) + " % 1000"
+	return fmt.Sprintf("CASE WHEN %[1]s < 10 THEN 'released' WHEN %[1]s < 15 THEN 'unknown' WHEN %[1]s < 20 THEN 'processing' ELSE 'done' END", st)
+}
+
+// segment is one fill step: ids first … first+n-1, received over the three
+// days before base in id order, the first expired of them on the oldest
+// day (expired on arrival), the rest over the last two days.
+type segment struct {
+	first, n, expired int64
+	base              time.Time
+}
+
+// receivedMS is when row j of the segment was received, in Unix ms; the
+// SQL fills compute the same expression.
+func (g segment) receivedMS(j int64) int64 {
+	b := g.base.UnixMilli()
+	if j < g.expired {
+		return b - (3 * day).Milliseconds() + j*day.Milliseconds()/g.expired
+	}
+	return b - (2 * day).Milliseconds() + (j-g.expired)*(2*day).Milliseconds()/max(g.n-g.expired, 1)
+}
+
+// receivedSQL is receivedMS in SQL, for row j ($j) of a segment whose
+// base, n and expired are the named parameters.
+func receivedSQL(j, base, n, expired string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s < %[4]s THEN %[2]s - %[5]d + %[1]s * %[6]d / %[4]s
+		ELSE %[2]s - %[7]d + (%[1]s - %[4]s) * %[7]d / CASE WHEN %[3]s - %[4]s < 1 THEN 1 ELSE %[3]s - %[4]s END END`,
+		j, base, n, expired, (3 * day).Milliseconds(), day.Milliseconds(), (2 * day).Milliseconds())
+}
+
+// growthDB is what the bench needs of a backend beyond the Store: filling
+// it with SQL and counting.
+type growthDB interface {
+	fill(ctx context.Context, g segment) error
+	settle(ctx context.Context) error // VACUUM ANALYZE / ANALYZE + checkpoint
+	count(ctx context.Context) (total, expired int64, err error)
+	size(ctx context.Context) (string, error)
+}
+
+// growthRun is one store being grown and measured.
+type growthRun struct {
+	name     string
+	store    dedupe.Store
+	db       growthDB
+	segs     []segment
+	nextID   int64
+	duration time.Duration
+	duty     float64 // the purge's share of time (0: no pause)
+	rows     []growthRow
+}
+
+type growthRow struct {
+	name                 string
+	records, expired     int64
+	fill                 time.Duration
+	dbSize               string
+	newEv, dup, inPurge  loadResult
+	purged               int
+	purgeTime            time.Duration
+	purgeErr, loadErrors string
+}
+
+type loadResult struct {
+	n        int64
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	errs     int64
+	firstErr error
+}
+
+func (l loadResult) rate() float64 {
+	if l.elapsed <= 0 {
+		return 0
+	}
+	return float64(l.n) / l.elapsed.Seconds()
+}
+
+func TestGrowth(t *testing.T) {
+	mode := os.Getenv("HOOKONCE_GROWTH")
+	if mode == "" && testing.Short() {
+		t.Skip("-short")
+	}
+	pgSizes, liteSizes := []int64{0, 10_000}, []int64{0, 10_000}
+	duration := 300 * time.Millisecond
+	full := mode != ""
+	if full {
+		pgSizes, liteSizes = []int64{0, 1_000_000, 10_000_000}, []int64{0, 1_000_000}
+		duration = 10 * time.Second
+	}
+	if v := os.Getenv("HOOKONCE_GROWTH_PG"); v != "" {
+		pgSizes = parseSizes(t, v)
+	}
+	if v := os.Getenv("HOOKONCE_GROWTH_SQLITE"); v != "" {
+		liteSizes = parseSizes(t, v)
+	}
+	if v := os.Getenv("HOOKONCE_GROWTH_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		duration = d
+	}
+	var duty float64
+	if v := os.Getenv("HOOKONCE_GROWTH_PURGE_DUTY"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			t.Fatalf("HOOKONCE_GROWTH_PURGE_DUTY=%q: want a share in (0, 1]", v)
+		}
+		duty = f
+	}
+	var runs []*growthRun
+	if len(pgSizes) > 0 {
+		t.Run("postgres", func(t *testing.T) {
+			opts := pgtest.Options{}
+			if full {
+				opts = pgtest.Options{Durable: true, Settings: growthPGSettings}
+			}
+			srv := pgtest.StartWith(t, opts)
+			dsn := srv.NewDatabase(t)
+			ctx := context.Background()
+			s, err := postgres.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			pool, err := pgxpool.New(ctx, dsn+"&pool_max_conns=2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			r := &growthRun{name: "PostgreSQL", store: s, db: &pgGrowth{pool: pool}, duration: duration, duty: duty}
+			runs = append(runs, r)
+			r.grow(t, pgSizes)
+		})
+	}
+	if len(liteSizes) > 0 {
+		t.Run("sqlite", func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hookonce.db")
+			ctx := context.Background()
+			s, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(1)
+			defer db.Close()
+			r := &growthRun{name: "SQLite", store: s, db: &liteGrowth{db: db}, duration: duration, duty: duty}
+			runs = append(runs, r)
+			r.grow(t, liteSizes)
+		})
+	}
+	report := growthReport(runs, duration)
+	t.Log("\n" + report)
+	if out := os.Getenv("HOOKONCE_GROWTH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func parseSizes(t *testing.T, v string) []int64 {
+	if v == "none" {
+		return nil
+	}
+	var out []int64
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(strings.ReplaceAll(f, "_", "")), 10, 64)
+		if err != nil || n < 0 {
+			t.Fatalf("bad size %q in %q", f, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// grow fills the store to each size in turn and measures it there.
+func (r *growthRun) grow(t *testing.T, sizes []int64) {
+	ctx := context.Background()
+	for _, size := range sizes {
+		total, expired, err := r.db.count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := growthRow{name: r.name}
+		if add := size - total; add > 0 {
+			// A third of the store expired after the fill: the new rows
+			// bring what is missing.
+			wantExpired := min(max(size/3-expired, 0), add)
+			g := segment{first: r.nextID, n: add, expired: wantExpired, base: time.Now()}
+			t0 := time.Now()
+			if err := r.db.fill(ctx, g); err != nil {
+				t.Fatalf("fill %s to %d: %v", r.name, size, err)
+			}
+			if err := r.db.settle(ctx); err != nil {
+				t.Fatalf("settle %s: %v", r.name, err)
+			}
+			row.fill = time.Since(t0)
+			r.segs = append(r.segs, g)
+			r.nextID += add
+			t.Logf("%s: filled %d records (%d expired) in %s", r.name, add, wantExpired, row.fill.Round(time.Second))
+		}
+		if row.records, row.expired, err = r.db.count(ctx); err != nil {
+			t.Fatal(err)
+		}
+		row.dbSize, _ = r.db.size(ctx)
+		if size > 0 {
+			r.check(t)
+		}
+		row.newEv = r.load(ctx, r.duration, nil, r.newEvent)
+		t.Logf("%s %d: new %.0f/s p99 %s", r.name, row.records, row.newEv.rate(), row.newEv.p99)
+		if r.liveDone() > 0 {
+			row.dup = r.load(ctx, r.duration, nil, r.duplicate)
+			t.Logf("%s %d: duplicates %.0f/s p99 %s", r.name, row.records, row.dup.rate(), row.dup.p99)
+		}
+		if row.expired > 0 {
+			stop := make(chan struct{})
+			var perr error
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(stop)
+				time.Sleep(r.duration / 10) // the load runs before the purge starts
+				t0 := time.Now()
+				row.purged, perr = growthPurge(ctx, r.store, r.duty)
+				row.purgeTime = time.Since(t0)
+			}()
+			row.inPurge = r.load(ctx, 0, stop, r.newEvent)
+			wg.Wait()
+			if perr != nil {
+				t.Errorf("%s purge: %v", r.name, perr)
+				row.purgeErr = perr.Error()
+			}
+			if int64(row.purged) < row.expired {
+				t.Errorf("%s: purged %d records, %d were expired", r.name, row.purged, row.expired)
+			}
+			t.Logf("%s %d: purged %d in %s; new %.0f/s p99 %s during it", r.name, row.records, row.purged,
+				row.purgeTime.Round(time.Millisecond), row.inPurge.rate(), row.inPurge.p99)
+		}
+		for _, l := range []loadResult{row.newEv, row.dup, row.inPurge} {
+			if l.errs > 0 {
+				t.Errorf("%s %d: %d operations failed, first: %v", r.name, row.records, l.errs, l.firstErr)
+			}
+		}
+		r.rows = append(r.rows, row)
+	}
+}
+
+// growthPurge is the retention loop's purge (internal/cli purgeBatches as
+// serve's purgeLoop runs it): batches of 500, each call bounded by 10 s,
+// until a batch comes back short. With duty below 1 (an experiment:
+// HOOKONCE_GROWTH_PURGE_DUTY) it pauses after each batch so that batches
+// run only that share of the time.
+func growthPurge(ctx context.Context, s dedupe.Store, duty float64) (int, error) {
+	total := 0
+	for {
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, growthPurgeCall)
+		n, err := s.Purge(cctx, dedupe.PurgeRequest{Limit: growthPurgeBatch})
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < growthPurgeBatch {
+			return total, nil
+		}
+		if duty > 0 && duty < 1 {
+			time.Sleep(time.Duration(float64(time.Since(t0)) * (1 - duty) / duty))
+		}
+	}
+}
+
+var growthResp = dedupe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"received":true}`)}
+
+// newEvent is a new event as the proxy stores it: Claim of a new key, then
+// Complete with the site's answer.
+func (r *growthRun) newEvent(ctx context.Context, rng *rand.Rand) error {
+	sender := growthSenders[rng.IntN(len(growthSenders))]
+	key := fmt.Sprintf("evt_new_%016x%08x", rng.Uint64(), rng.Uint32())
+	hash := fmt.Sprintf("%016x%016x%016x%016x", rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
+	owner := fmt.Sprintf("%016x", rng.Uint64())
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := r.store.Claim(cctx, dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: hash, Owner: owner,
+		Lease: 30 * time.Second, TTL: growthTTL})
+	if err != nil {
+		return err
+	}
+	if res.Outcome != dedupe.Claimed {
+		return fmt.Errorf("claim %s/%s = %v, want claimed", sender, key, res.Outcome)
+	}
+	return r.store.Complete(cctx, sender, key, owner, growthResp, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender,
+		Outcome: "processed", Status: 200, Duration: 20 * time.Millisecond, Replica: "bench/1"})
+}
+
+// liveDone counts the filled rows that are live (received in the last two
+// days of their segment).
+func (r *growthRun) liveDone() int64 {
+	var n int64
+	for _, g := range r.segs {
+		n += g.n - g.expired
+	}
+	return n
+}
+
+// pickLive picks a filled record that is done and far from expiring.
+func (r *growthRun) pickLive(rng *rand.Rand) (int64, bool) {
+	soon := time.Now().Add(-growthTTL + 15*time.Minute).UnixMilli() // received before: expires within 15 min
+	for range 100 {
+		x := rng.Int64N(r.liveDone())
+		for _, g := range r.segs {
+			live := g.n - g.expired
+			if x >= live {
+				x -= live
+				continue
+			}
+			j := g.expired + x
+			id := g.first + j
+			if growthState(id) == dedupe.StateDone && g.receivedMS(j) > soon {
+				return id, true
+			}
+			break
+		}
+	}
+	return 0, false
+}
+
+// duplicate is a repeat of a stored, done event: one Claim answered with
+// the stored response.
+func (r *growthRun) duplicate(ctx context.Context, rng *rand.Rand) error {
+	id, ok := r.pickLive(rng)
+	if !ok {
+		return errors.New("no live done record to repeat")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sender, key := growthSender(id), growthKey(id)
+	res, err := r.store.Claim(cctx, dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: growthHash(id),
+		Owner: fmt.Sprintf("%016x", rng.Uint64()), Lease: 30 * time.Second, TTL: growthTTL})
+	if err != nil {
+		return err
+	}
+	if res.Outcome != dedupe.Duplicate || res.Record.Response == nil || res.Record.Response.Status != 200 {
+		return fmt.Errorf("claim %s/%s (id %d) = %v, want duplicate with a stored 200", sender, key, id, res.Outcome)
+	}
+	return nil
+}
+
+// check reads a few filled records back through the Store: the fill wrote
+// what the Store reads.
+func (r *growthRun) check(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		id, ok := r.pickLive(rng)
+		if !ok {
+			t.Fatal("no live done record")
+		}
+		rec, err := r.store.Get(ctx, growthSender(id), growthKey(id))
+		if err != nil {
+			t.Fatalf("%s: get filled record %d: %v", r.name, id, err)
+		}
+		if rec.State != dedupe.StateDone || rec.PayloadHash != growthHash(id) || rec.Response == nil ||
+			string(rec.Response.Body) != `{"received":true}` || len(rec.Attempts) == 0 || rec.Attempts[len(rec.Attempts)-1].Status != 200 ||
+			rec.ExpiresAt.Sub(rec.ReceivedAt) != growthTTL {
+			t.Fatalf("%s: filled record %d reads back as %+v", r.name, id, rec)
+		}
+	}
+}
+
+// load runs op with growthWorkers workers for d, or until stop is closed
+// when d is 0, and reports the rate and the latency of one op.
+func (r *growthRun) load(ctx context.Context, d time.Duration, stop <-chan struct{}, op func(context.Context, *rand.Rand) error) loadResult {
+	if d > 0 {
+		ch := make(chan struct{})
+		time.AfterFunc(d, func() { close(ch) })
+		stop = ch
+	}
+	var done atomic.Bool
+	go func() { <-stop; done.Store(true) }()
+	lat := make([][]time.Duration, growthWorkers)
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range growthWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
+			for !done.Load() {
+				t0 := time.Now()
+				if err := op(ctx, rng); err != nil {
+					if errs.Add(1) == 1 {
+						firstErr.Store(err)
+					}
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	res := loadResult{elapsed: time.Since(start), errs: errs.Load()}
+	res.firstErr, _ = firstErr.Load().(error)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	res.n = int64(len(all))
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) > 0 {
+		res.p50, res.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
+	}
+	return res
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func human(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("%.0f k", float64(n)/1e3)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func growthReport(runs []*growthRun, d time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d workers, %s per run; new event = Claim + Complete, duplicate = Claim of a done record.\n\n", growthWorkers, d)
+	b.WriteString("| store | records | fill | size | new events/s | p50 | p99 | vs empty | duplicates/s | p50 | p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range runs {
+		var empty float64
+		for i, row := range r.rows {
+			if i == 0 {
+				empty = row.newEv.rate()
+			}
+			fill := "–"
+			if row.fill > 0 {
+				fill = row.fill.Round(time.Second).String()
+			}
+			vs := "–"
+			if empty > 0 {
+				vs = fmt.Sprintf("%.2f×", row.newEv.rate()/empty)
+			}
+			dup := "| – | – | –"
+			if row.dup.n > 0 {
+				dup = fmt.Sprintf("| %.0f | %s | %s", row.dup.rate(), ms(row.dup.p50), ms(row.dup.p99))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %s | %s | %s %s |\n", row.name, human(row.records), fill, row.dbSize,
+				row.newEv.rate(), ms(row.newEv.p50), ms(row.newEv.p99), vs, dup)
+		}
+	}
+	b.WriteString("\n| store | records | expired purged | purge time | purged/s | new events/s during | p50 | p99 | p99 without | Δ p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range runs {
+		for _, row := range r.rows {
+			if row.purged == 0 && row.purgeErr == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %+.1f ms |\n", row.name, human(row.records),
+				human(int64(row.purged)), row.purgeTime.Round(100*time.Millisecond), float64(row.purged)/row.purgeTime.Seconds(),
+				row.inPurge.rate(), ms(row.inPurge.p50), ms(row.inPurge.p99), ms(row.newEv.p99),
+				float64(row.inPurge.p99-row.newEv.p99)/float64(time.Millisecond))
+		}
+	}
+	return b.String()
+}
+
+// pgGrowth fills hookonce_records with SQL, on connections of its own
+// (synchronous_commit off for the fill only).
+type pgGrowth struct{ pool *pgxpool.Pool }
+
+// pgFillSQL writes rows $2 … $3-1 of a segment ($1 first id, $4 n, $5
+// expired, $6 base in Unix ms).
+var pgFillSQL = func() string {
+	hash := make([]string, 0, 8)
+	for k := 3; k <= 10; k++ {
+		hash = append(hash, "lpad(to_hex("+mixSQL(k, "id")+"), 8, '0')")
+	}
+	senders := "ARRAY['" + strings.Join(growthSenders, "','") + "']"
+	return `
+INSERT INTO hookonce_records (sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
+	expires_at, hits, takeovers, resp_status, resp_headers, resp_body, resp_truncated, attempts)
+SELECT (` + senders + `)[1 + id % 8],
+	'evt_' || lpad(to_hex(` + mixSQL(0, "id") + `), 8, '0') || lpad(to_hex(` + mixSQL(1, "id") + `), 8, '0') || lpad(to_hex(` + mixSQL(2, "id") + `), 8, '0'),
+	st, ` + strings.Join(hash, " || ") + `,
+	CASE WHEN st = 'processing' THEN 'dead' || id END,
+	CASE WHEN st = 'processing' THEN rcv + interval '30 seconds' END,
+	rcv,
+	CASE WHEN st = 'done' THEN rcv + dur END,
+	rcv + interval '48 hours',
+	CASE WHEN st = 'done' AND m12 % 10 = 0 THEN 1 + m12 % 3 ELSE 0 END,
+	0,
+	CASE WHEN st = 'done' THEN 200 END,
+	CASE WHEN st = 'done' THEN '{"Content-Type": ["application/json"]}'::jsonb END,
+	CASE WHEN st = 'done' THEN '{"received":true}'::bytea END,
+	false,
+	CASE st WHEN 'processing' THEN '[]'::jsonb ELSE
+		CASE WHEN st = 'done' AND m12 % 20 = 1 THEN jsonb_build_array(jsonb_build_object(
+			'at', to_char((rcv - interval '5 minutes') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+			'by', 'sender', 'outcome', 'not_success', 'status', 500, 'duration_ns', m12 * 7 % 900000000, 'replica', 'web-2/1187'))
+		ELSE '[]'::jsonb END || jsonb_build_array(jsonb_build_object(
+			'at', to_char(rcv AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'by', 'sender',
+			'outcome', CASE st WHEN 'done' THEN 'processed' WHEN 'released' THEN 'released' ELSE 'ambiguous' END,
+			'status', CASE st WHEN 'done' THEN 200 WHEN 'released' THEN 502 ELSE 0 END,
+			'duration_ns', (extract(epoch FROM dur) * 1e9)::bigint, 'replica', 'web-1/4242'))
+	END
+FROM (
+	SELECT id, rcv, ` + stateSQL("id") + ` AS st, m12, (20 + m12 % 400) * interval '1 millisecond' AS dur
+	FROM (
+		SELECT $1::bigint + j AS id, to_timestamp((` + receivedSQL("j", "$6::bigint", "$4::bigint", "$5::bigint") + `) / 1000.0) AS rcv,
+			` + mixSQL(12, "($1::bigint + j)") + ` AS m12
+		FROM generate_series($2::bigint, $3::bigint - 1) AS j
+	) a
+) b`
+}()
+
+func (p *pgGrowth) fill(ctx context.Context, g segment) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	var next atomic.Int64
+	for range 2 { // two cores
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := p.pool.Acquire(ctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
+				errc <- err
+				return
+			}
+			for {
+				j0 := (next.Add(1) - 1) * growthPGBatch
+				if j0 >= g.n {
+					return
+				}
+				j1 := min(j0+growthPGBatch, g.n)
+				if _, err := conn.Exec(ctx, pgFillSQL, g.first, j0, j1, g.n, g.expired, g.base.UnixMilli()); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func (p *pgGrowth) settle(ctx context.Context) error {
+	_, err := p.pool.Exec(ctx, `VACUUM ANALYZE hookonce_records`)
+	if err == nil {
+		_, err = p.pool.Exec(ctx, `CHECKPOINT`)
+	}
+	return err
+}
+
+func (p *pgGrowth) count(ctx context.Context) (total, expired int64, err error) {
+	err = p.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at <= now()) FROM hookonce_records`).Scan(&total, &expired)
+	return
+}
+
+func (p *pgGrowth) size(ctx context.Context) (string, error) {
+	var s string
+	err := p.pool.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('hookonce_records'))`).Scan(&s)
+	return s, err
+}
+
+// liteGrowth fills the records table of the SQLite file on a connection
+// of its own (synchronous off for the fill only).
+type liteGrowth struct{ db *sql.DB }
+
+// liteFillSQL writes rows ?2 … ?3-1 of a segment (?1 first id, ?4 n, ?5
+// expired, ?6 base in Unix ms): the same records as pgFillSQL, in the
+// SQLite schema (times in Unix ms, JSON as TEXT).
+var liteFillSQL = func() string {
+	var hash []string
+	for k := 3; k <= 10; k++ {
+		hash = append(hash, mixSQL(k, "id"))
+	}
+	var senders strings.Builder
+	for i, s := range growthSenders {
+		fmt.Fprintf(&senders, " WHEN %d THEN '%s'", i, s)
+	}
+	return `
+INSERT INTO records (sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
+	expires_at, hits, takeovers, status, headers, body, truncated, attempts)
+WITH RECURSIVE s(j) AS (SELECT ?2 UNION ALL SELECT j + 1 FROM s WHERE j + 1 < ?3)
+SELECT CASE id % 8` + senders.String() + ` END,
+	printf('evt_%08x%08x%08x', ` + mixSQL(0, "id") + `, ` + mixSQL(1, "id") + `, ` + mixSQL(2, "id") + `),
+	st, printf('` + strings.Repeat("%08x", 8) + `', ` + strings.Join(hash, ", ") + `),
+	CASE WHEN st = 'processing' THEN 'dead' || id ELSE '' END,
+	CASE WHEN st = 'processing' THEN rcv + 30000 ELSE 0 END,
+	rcv,
+	CASE WHEN st = 'done' THEN rcv + dur ELSE 0 END,
+	rcv + ` + strconv.FormatInt(growthTTL.Milliseconds(), 10) + `,
+	CASE WHEN st = 'done' AND m12 % 10 = 0 THEN 1 + m12 % 3 ELSE 0 END,
+	0,
+	CASE WHEN st = 'done' THEN 200 ELSE 0 END,
+	CASE WHEN st = 'done' THEN CAST('{"Content-Type":["application/json"]}' AS BLOB) END,
+	CASE WHEN st = 'done' THEN CAST('{"received":true}' AS BLOB) END,
+	0,
+	CASE st WHEN 'processing' THEN NULL ELSE
+		'[' || CASE WHEN st = 'done' AND m12 % 20 = 1 THEN json_object('at_ms', rcv - 300000, 'by', 'sender',
+			'outcome', 'not_success', 'status', 500, 'duration_ns', m12 * 7 % 900000000, 'replica', 'web-2/1187') || ',' ELSE '' END
+		|| json_object('at_ms', rcv, 'by', 'sender',
+			'outcome', CASE st WHEN 'done' THEN 'processed' WHEN 'released' THEN 'released' ELSE 'ambiguous' END,
+			'status', CASE st WHEN 'done' THEN 200 WHEN 'released' THEN 502 ELSE 0 END,
+			'duration_ns', dur * 1000000, 'replica', 'web-1/4242') || ']'
+	END
+FROM (
+	SELECT id, rcv, ` + stateSQL("id") + ` AS st, m12, 20 + m12 % 400 AS dur
+	FROM (SELECT ?1 + j AS id, ` + receivedSQL("j", "?6", "?4", "?5") + ` AS rcv, ` + mixSQL(12, "(?1 + j)") + ` AS m12 FROM s)
+)`
+}()
+
+func (l *liteGrowth) fill(ctx context.Context, g segment) error {
+	for j0 := int64(0); j0 < g.n; j0 += growthLiteBatch {
+		j1 := min(j0+growthLiteBatch, g.n)
+		tx, err := l.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, liteFillSQL, g.first, j0, j1, g.n, g.expired, g.base.UnixMilli()); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *liteGrowth) settle(ctx context.Context) error {
+	_, err := l.db.ExecContext(ctx, `ANALYZE; PRAGMA wal_checkpoint(TRUNCATE)`)
+	return err
+}
+
+func (l *liteGrowth) count(ctx context.Context) (total, expired int64, err error) {
+	err = l.db.QueryRowContext(ctx, `SELECT count(*), (SELECT count(*) FROM records WHERE expires_at <= ?) FROM records`,
+		time.Now().UnixMilli()).Scan(&total, &expired)
+	return
+}
+
+func (l *liteGrowth) size(ctx context.Context) (string, error) {
+	var pages, pageSize int64
+	if err := l.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		return "", err
+	}
+	if err := l.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d MB", pages*pageSize>>20), nil
+}
