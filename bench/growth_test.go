@@ -182,14 +182,14 @@ type growthRun struct {
 }
 
 type growthRow struct {
-	name                 string
-	records, expired     int64
-	fill                 time.Duration
-	dbSize               string
-	newEv, dup, inPurge  loadResult
-	purged               int
-	purgeTime            time.Duration
-	purgeErr, loadErrors string
+	name                string
+	records, expired    int64
+	fill                time.Duration
+	dbSize              string
+	newEv, dup, inPurge loadResult
+	purged              int
+	purgeTime           time.Duration
+	purgeErr            string
 }
 
 type loadResult struct {
