@@ -595,14 +595,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		}
 	}
 
-	for i, kf := range sf.Key {
-		part, err := compileKeyPart(kf)
-		if err != nil {
-			bad(fmt.Sprintf("key[%d]", i), "%v", err)
-			continue
-		}
-		s.Keys = append(s.Keys, part)
-	}
+	s.Keys = append(s.Keys, compileKeyParts("key", sf.Key, bad)...)
 	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" {
 		bad("key", "required: at least one of header, body, query, form or request (or a preset that sets it)")
 	}
@@ -615,14 +608,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		} else if !scopeName.MatchString(ser.Scope) {
 			bad("serialize.scope", "%q: letters, digits, '.', '_' and '-', at most 64", ser.Scope)
 		}
-		for i, kf := range sf.Serialize.Key {
-			part, err := compileKeyPart(kf)
-			if err != nil {
-				bad(fmt.Sprintf("serialize.key[%d]", i), "%v", err)
-				continue
-			}
-			ser.Keys = append(ser.Keys, part)
-		}
+		ser.Keys = compileKeyParts("serialize.key", sf.Serialize.Key, bad)
 		if len(sf.Serialize.Key) == 0 {
 			bad("serialize.key", "required: the object's key, as for key (header, body, query, form or request)")
 		}
@@ -650,6 +636,21 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		return nil, probs
 	}
 	return &s, nil
+}
+
+// compileKeyParts compiles the parts of a key (key, serialize.key),
+// reporting each bad one under field[i].
+func compileKeyParts(field string, kfs []keyPartFile, bad func(field, format string, args ...any)) []KeyPart {
+	var parts []KeyPart
+	for i, kf := range kfs {
+		part, err := compileKeyPart(kf)
+		if err != nil {
+			bad(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			continue
+		}
+		parts = append(parts, part)
+	}
+	return parts
 }
 
 // apply overlays the set fields of pf on s and checks each one.

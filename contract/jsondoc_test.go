@@ -121,13 +121,7 @@ func TestJSONEdgesMatchPHP(t *testing.T) {
 		{`{"id":"\u0000x"}`, []string{"id"}, "id"},
 	}
 	var want []*string
-	runPHP(t, `$out = [];
-foreach (json_decode(file_get_contents("php://stdin"), true) as $c) {
-	$v = json_decode($c["body"], true);
-	foreach ($c["path"] as $p) { $v = is_array($v) && array_key_exists($p, $v) ? $v[$p] : null; }
-	$out[] = is_string($v) || is_int($v) || is_float($v) ? (string)$v : null;
-}
-echo json_encode($out);`, cases, &want)
+	runPHP(t, phpJSONPathScript, cases, &want)
 	for i, c := range cases {
 		req := &Request{Body: []byte(c.Body)}
 		got, ok, err := req.Value(FromBody, c.hook)

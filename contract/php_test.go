@@ -153,6 +153,17 @@ echo json_encode($out);`, cases, &want)
 	}
 }
 
+// phpJSONPathScript reads cases {body, path} from stdin and answers, for
+// each, what a PHP site gets from json_decode($body, true) at path: the
+// string a scalar casts to, or null for nothing readable.
+const phpJSONPathScript = `$out = [];
+foreach (json_decode(file_get_contents("php://stdin"), true) as $c) {
+	$v = json_decode($c["body"], true);
+	foreach ($c["path"] as $p) { $v = is_array($v) && array_key_exists($p, $v) ? $v[$p] : null; }
+	$out[] = is_string($v) || is_int($v) || is_float($v) ? (string)$v : null;
+}
+echo json_encode($out);`
+
 // TestJSONValuesMatchPHP: repeated keys, nesting and numbers in a body,
 // read by path, against $data[...] after json_decode($body, true).
 func TestJSONValuesMatchPHP(t *testing.T) {
@@ -197,13 +208,7 @@ func TestJSONValuesMatchPHP(t *testing.T) {
 		cases = append(cases, jcase{b.String(), path})
 	}
 	var want []*string // nil: PHP sees no string (absent, array, null)
-	runPHP(t, `$out = [];
-foreach (json_decode(file_get_contents("php://stdin"), true) as $c) {
-	$v = json_decode($c["body"], true);
-	foreach ($c["path"] as $p) { $v = is_array($v) && array_key_exists($p, $v) ? $v[$p] : null; }
-	$out[] = is_string($v) || is_int($v) || is_float($v) ? (string)$v : null;
-}
-echo json_encode($out);`, cases, &want)
+	runPHP(t, phpJSONPathScript, cases, &want)
 	for i, c := range cases {
 		req := &Request{Body: []byte(c.Body)}
 		got, ok, err := req.Value(FromBody, strings.Join(c.Path, "."))

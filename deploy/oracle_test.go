@@ -529,6 +529,13 @@ func TestOracleHookonceReadsAsPHP(t *testing.T) {
 		slices.Sort(refused)
 		summary = append(summary, fmt.Sprintf("%s: %d requests (seed %d), %d ran PHP, %d compared on a sender's route, %d disagreements, refused {%s}",
 			way.name, tl.sent, seed, tl.ran, tl.compared, len(tl.disagree), strings.Join(refused, ", ")))
+		// An oracle that compared nothing would pass: the site must have
+		// run for a good share of the requests, and many of them on a
+		// sender's route (131 of 531 with seed 19).
+		if tl.ran < tl.sent/4 || tl.compared < tl.sent/8 {
+			t.Errorf("%s: %d of %d requests ran PHP and %d were compared on a sender's route: the oracle checked too little",
+				way.name, tl.ran, tl.sent, tl.compared)
+		}
 		slices.Sort(tl.disagree)
 		for i, d := range tl.disagree {
 			if i == 40 {

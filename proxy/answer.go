@@ -58,6 +58,14 @@ func answerUnreadable(w http.ResponseWriter, reason string) {
 	problem.Write(w, http.StatusBadRequest, "Body not readable as the site reads it", reason)
 }
 
+// answerObjectBusy: the delivery's business object (serialize) stayed
+// busy past serialize.wait; its claim was freed, so a retry runs it.
+func answerObjectBusy(w http.ResponseWriter) {
+	retryAfter(w, 5*time.Second)
+	problem.Write(w, http.StatusServiceUnavailable, "Business object busy",
+		"another delivery about the same object is at the site; retry later")
+}
+
 func answerOverloaded(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
 	problem.Write(w, http.StatusServiceUnavailable, "Too many deliveries at once",

@@ -252,8 +252,10 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *ht
 		// ReverseProxy re-encodes a query that net/url cannot parse (a
 		// stray "%", ";"), dropping and reordering fields: the site would
 		// read another query than the one judged. Send it as it came.
-		pr.Out.URL.RawQuery = upstream.RawQuery + pr.In.URL.RawQuery
-		if upstream.RawQuery != "" && pr.In.URL.RawQuery != "" {
+		switch {
+		case upstream.RawQuery == "":
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+		case pr.In.URL.RawQuery != "":
 			pr.Out.URL.RawQuery = upstream.RawQuery + "&" + pr.In.URL.RawQuery
 		}
 		pr.Out.Host = pr.In.Host // legacy sites route by virtual host

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/problem"
 )
 
 // Serialize: deliveries of different events about one business object
@@ -120,8 +119,7 @@ func (d *delivery) takeObject() bool {
 			return err
 		})
 		if err != nil {
-			d.leaveObject()
-			d.leaveObject = nil
+			d.leaveQueue()
 			d.release(d.attempt(OutcomeStoreError, http.StatusServiceUnavailable))
 			d.done(OutcomeStoreError, http.StatusServiceUnavailable, "err", err.Error(), "scope", ser.Scope, "object", d.object)
 			answerStoreDown(d.w)
@@ -177,6 +175,12 @@ func (d *delivery) freeObject() {
 			d.log.Warn("business object not freed: it frees when its lease ends", "key", d.key, "scope", ser.Scope, "object", d.object, "err", err)
 		}
 	}
+	d.leaveQueue()
+}
+
+// leaveQueue leaves the object's local queue, once: the next delivery of
+// the object on this replica gets its turn.
+func (d *delivery) leaveQueue() {
 	if d.leaveObject != nil {
 		d.leaveObject()
 		d.leaveObject = nil
@@ -186,17 +190,12 @@ func (d *delivery) freeObject() {
 // objectBusy answers a delivery whose object stayed busy: its claim is
 // freed (the sender's retry runs it), nothing is stored.
 func (d *delivery) objectBusy(start time.Time, why string) {
-	if d.leaveObject != nil {
-		d.leaveObject()
-		d.leaveObject = nil
-	}
+	d.leaveQueue()
 	waited := time.Since(start)
 	d.objectWait = waited
 	d.p.m.objWait.WithLabelValues(d.s.Name).Observe(waited.Seconds())
 	d.release(d.attempt(OutcomeObjectBusy, http.StatusServiceUnavailable))
 	d.done(OutcomeObjectBusy, http.StatusServiceUnavailable, "reason", why,
 		"scope", d.s.Serialize.Scope, "object", d.object, "waited_ms", waited.Milliseconds())
-	retryAfter(d.w, 5*time.Second)
-	problem.Write(d.w, http.StatusServiceUnavailable, "Business object busy",
-		"another delivery about the same object is at the site; retry later")
+	answerObjectBusy(d.w)
 }
