@@ -315,13 +315,11 @@ func TestOneShotEarlyAnswerRealSocket(t *testing.T) {
 	}
 }
 
-// One webhook forward through oneShot to a loopback site: dial, write,
-// read the answer, close.
+// One 1 KiB webhook forward through oneShot to a loopback site: /fresh
+// dials a connection for each, writes, reads the answer and closes; /kept
+// reuses the last connection (trap 32).
 //
 //	go test ./proxy -run '^$' -bench OneShot -benchmem
-//
-// BenchmarkOneShot forwards a 1 KiB webhook: /fresh dials a connection
-// for each, /kept reuses the last one (trap 32).
 func BenchmarkOneShot(b *testing.B) {
 	b.Run("fresh", func(b *testing.B) { benchOneShot(b, 0) })
 	b.Run("kept", func(b *testing.B) { benchOneShot(b, DefaultKeepIdle) })
