@@ -145,7 +145,7 @@ func newRig(b *testing.B, store dedupe.Store) *rig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	px, err := proxy.New(proxy.Options{Upstream: siteURL, Contract: c, Store: store})
+	px, err := proxy.New(proxy.Options{Upstream: siteURL, Contract: c, Store: store, KeepIdle: proxy.DefaultKeepIdle})
 	if err != nil {
 		b.Fatal(err)
 	}

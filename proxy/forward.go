@@ -246,7 +246,7 @@ func isTimeout(err error) bool {
 // newReverseProxies builds the two forwarders: pass streams requests that
 // match no sender untouched; capture forwards webhook deliveries into a
 // capture.
-func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
+func newReverseProxies(upstream *url.URL, t http.RoundTripper, keepIdle time.Duration, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(upstream)
 		// ReverseProxy re-encodes a query that net/url cannot parse (a
@@ -290,17 +290,17 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, client func(r *ht
 			answerPassThroughError(w)
 		},
 	}
-	// A webhook forward never goes out on a pooled connection: the site may
-	// be closing it at that very moment (an idle timeout), and a request
-	// written into a dying connection cannot be told from one the handler
-	// ran. A fresh connection per delivery leaves only real ambiguity. To
-	// an http:// site it is oneShot's (one connection, one request, no
-	// transport machinery); to an https:// one, the transport's with
+	// A webhook forward never goes out on a connection the site may be
+	// closing at that very moment (an idle timeout): a request written into
+	// a dying connection cannot be told from one the handler ran. To an
+	// http:// site it is oneShot's: a connection of its own, or one kept
+	// from the last answer only while it provably is not dying (trap 32),
+	// and no transport machinery; to an https:// one, the transport's with
 	// keep-alives off.
 	ct := t
 	if ht, ok := t.(*http.Transport); ok {
 		if upstream.Scheme == "http" {
-			ct = newOneShot()
+			ct = newOneShot(keepIdle)
 		} else {
 			ht = ht.Clone()
 			ht.DisableKeepAlives = true

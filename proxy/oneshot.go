@@ -14,15 +14,26 @@ import (
 )
 
 // oneShot is the RoundTripper of webhook forwards to an http:// site: each
-// request goes out on a connection of its own, dialled for it, written
-// once, and closed with its answer. There is no pool to pick a dying
-// connection from and no transport logic that could send a request twice
-// (trap 1); how many bytes of the request reached the connection is
-// counted exactly and carried by every error after the dial (sendError),
-// and the outcome of the write is reported to the httptrace WroteRequest
-// hook as http.Transport does. It costs less than a Transport with
-// keep-alives off, which runs three goroutines and a dial goroutine per
-// connection.
+// request is written once, on one connection, and never sent again. There
+// is no transport logic that could send a request twice (trap 1); how many
+// bytes of the request reached the connection is counted exactly and
+// carried by every error after the connection was had (sendError), and
+// the outcome of the write is reported to the httptrace WroteRequest hook
+// as http.Transport does. It costs less than a Transport with keep-alives
+// off, which runs three goroutines and a dial goroutine per connection.
+//
+// With keepIdle 0 every request dials a connection of its own and says
+// Connection: close. With keepIdle > 0 a connection whose last answer left
+// it provably reusable goes back to a small idle list and the next request
+// may take it, only if it waited there less than keepIdle and the socket
+// is quiet right before the write: no byte and no end of stream waiting
+// (trap 32). A site closing an idle connection sends its FIN when it
+// closes, so a connection it closed before that look is never written to;
+// keepIdle is kept far below every common server's idle timeout (Apache's
+// and Node's 5 s, nginx's 75 s), so the site has no reason to close it in
+// the microseconds between the look and the write, short of a restart.
+// Under load, where the dial's cost shows, connections come back within
+// milliseconds; a quiet site dials as before.
 //
 // A site may answer before it has read the whole request and close the
 // connection (Go's server past 256 KB unread, a framework keyed on a
@@ -38,7 +49,23 @@ type oneShot struct {
 	// grace bounds the wait for an answer after a failed write; 0 means
 	// earlyAnswerGrace.
 	grace time.Duration
+	// keepIdle is how long a connection may wait in idle for its next
+	// request; 0: none is kept.
+	keepIdle time.Duration
+
+	mu   sync.Mutex
+	idle []idleConn // most recently returned last
+	shut bool       // closeIdle was called: keep nothing more
 }
+
+// idleConn is a connection waiting for its next request, since when.
+type idleConn struct {
+	nc    net.Conn
+	since time.Time
+}
+
+// maxIdleConns bounds the connections kept idle; more are closed.
+const maxIdleConns = 64
 
 // oneShotMaxHeader is http.Transport's default MaxResponseHeaderBytes.
 const oneShotMaxHeader = 10 << 20
@@ -48,8 +75,62 @@ const oneShotMaxHeader = 10 << 20
 // flight already.
 const earlyAnswerGrace = time.Second
 
-func newOneShot() *oneShot {
-	return &oneShot{dial: newDialer().DialContext, maxHeader: oneShotMaxHeader}
+func newOneShot(keepIdle time.Duration) *oneShot {
+	return &oneShot{dial: newDialer().DialContext, maxHeader: oneShotMaxHeader, keepIdle: keepIdle}
+}
+
+// freshConnKey in a request's context asks oneShot for a connection of its
+// own even when it keeps idle ones.
+type freshConnKey struct{}
+
+// take returns the most recently returned idle connection that may carry
+// another request now, closing the ones that may not.
+func (o *oneShot) take() net.Conn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	for n := len(o.idle); n > 0; n = len(o.idle) {
+		ic := o.idle[n-1]
+		o.idle[n-1] = idleConn{}
+		o.idle = o.idle[:n-1]
+		if now.Sub(ic.since) >= o.keepIdle {
+			// Every connection below waited longer still.
+			ic.nc.Close()
+			for _, old := range o.idle {
+				old.nc.Close()
+			}
+			clear(o.idle)
+			o.idle = o.idle[:0]
+			return nil
+		}
+		if quiet(ic.nc) {
+			return ic.nc
+		}
+		ic.nc.Close() // the site closed it, or sent what no request asked for
+	}
+	return nil
+}
+
+// put keeps nc for the next request, or closes it when the list is full.
+func (o *oneShot) put(nc net.Conn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.shut || len(o.idle) >= maxIdleConns {
+		nc.Close()
+		return
+	}
+	o.idle = append(o.idle, idleConn{nc: nc, since: time.Now()})
+}
+
+// closeIdle closes the idle connections and keeps none from now on.
+func (o *oneShot) closeIdle() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.shut = true
+	for _, ic := range o.idle {
+		ic.nc.Close()
+	}
+	o.idle = nil
 }
 
 var (
@@ -89,10 +170,17 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	nc, err := o.dial(ctx, "tcp", addr)
-	if err != nil {
-		closeBody()
-		return nil, err
+	keep := o.keepIdle > 0 && ctx.Value(freshConnKey{}) == nil
+	var nc net.Conn
+	if keep {
+		nc = o.take()
+	}
+	if nc == nil {
+		var err error
+		if nc, err = o.dial(ctx, "tcp", addr); err != nil {
+			closeBody()
+			return nil, err
+		}
 	}
 	// conn counts what is written and bounds what is read of the headers.
 	conn := &oneShotConn{Conn: nc, left: o.maxHeader}
@@ -108,10 +196,11 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &sendError{written: conn.written, err: err}
 	}
 
-	req.Close = true // Connection: close: the site ends the connection with its answer
+	// Connection: close: the site ends the connection with its answer.
+	req.Close = !keep
 	bw := oneShotWriters.Get().(*bufio.Writer)
 	bw.Reset(conn)
-	err = req.Write(bw) // closes req.Body
+	err := req.Write(bw) // closes req.Body
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -157,13 +246,13 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return fail(err)
 		}
-		return o.answer(resp, conn, stop), nil
+		return o.answer(resp, conn, stop, false), nil
 	}
 	resp, err := o.readResponse(conn, req)
 	if err != nil {
 		return fail(err)
 	}
-	return o.answer(resp, conn, stop), nil
+	return o.answer(resp, conn, stop, keep), nil
 }
 
 // oneShotAnswer is an answer read with the pooled reader it came through.
@@ -195,10 +284,16 @@ func (o *oneShot) readResponse(conn *oneShotConn, req *http.Request) (oneShotAns
 	}
 }
 
-// answer hands the answer on; closing its body ends the connection.
-func (o *oneShot) answer(a oneShotAnswer, conn *oneShotConn, stop func() bool) *http.Response {
+// answer hands the answer on; closing its body ends the connection, or,
+// when keep and the answer left the connection reusable, puts it back.
+// An answer leaves it reusable when it was HTTP/1.1 without Connection:
+// close and its body had a length or was chunked (resp.Close covers an
+// answer read to the end of the connection), its body was read to the
+// end, nothing followed it, and the forward's deadline did not fire.
+func (o *oneShot) answer(a oneShotAnswer, conn *oneShotConn, stop func() bool, keep bool) *http.Response {
 	conn.left = -1 // the body is bounded by whoever reads it
-	a.Body = &oneShotBody{ReadCloser: a.Body, conn: conn.Conn, br: a.br, stop: stop}
+	keep = keep && !a.Close && a.ProtoAtLeast(1, 1)
+	a.Body = &oneShotBody{ReadCloser: a.Body, conn: conn.Conn, br: a.br, stop: stop, o: o, keep: keep}
 	return a.Response
 }
 
@@ -237,20 +332,40 @@ func (c *oneShotConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// oneShotBody is the site's answer's body; closing it ends the connection.
+// oneShotBody is the site's answer's body; closing it ends the connection
+// or, when the answer left it reusable, keeps it for the next request.
 type oneShotBody struct {
 	io.ReadCloser
 	conn net.Conn
 	br   *bufio.Reader
 	stop func() bool
+	o    *oneShot
+	keep bool // the connection may be kept, once the body was read to its end
+	eof  bool // Read answered io.EOF: the whole body was read
 	once sync.Once
 }
 
+func (b *oneShotBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
 func (b *oneShotBody) Close() error {
+	// Closing the body reads what is left of it (the site may still be
+	// writing; cutting it off could abort a handler that is not done).
 	err := b.ReadCloser.Close()
 	b.once.Do(func() {
-		b.stop()
-		b.conn.Close()
+		reuse := b.keep && b.eof && err == nil && b.br.Buffered() == 0
+		// stop is false when the forward's deadline or a shutdown already
+		// set the connection's deadline in the past.
+		if b.stop() && reuse && b.conn.SetDeadline(time.Time{}) == nil {
+			b.o.put(b.conn)
+		} else {
+			b.conn.Close()
+		}
 		b.br.Reset(nil)
 		oneShotReaders.Put(b.br)
 	})

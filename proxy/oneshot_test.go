@@ -70,7 +70,7 @@ func TestOneShotOneConnectionPerRequest(t *testing.T) {
 		_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
 		_, _ = io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"+string(b))
 	})
-	o := newOneShot()
+	o := newOneShot(0)
 	const n = 5
 	for i := range n {
 		var wrote atomic.Bool
@@ -102,7 +102,7 @@ func TestOneShotContextEnds(t *testing.T) {
 		_, _ = io.Copy(io.Discard, br) // until hookonce closes
 		close(closed)
 	})
-	o := newOneShot()
+	o := newOneShot(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -150,7 +150,7 @@ func TestOneShotRefusedIsADialError(t *testing.T) {
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
 		called.Store(true)
 	}})
-	o := newOneShot()
+	o := newOneShot(0)
 	_, err = o.RoundTrip(oneShotRequest(t, ctx, addr, "{}"))
 	if err == nil || !isDialError(err) || called.Load() {
 		t.Fatalf("err %v (dial error %v), WroteRequest called %v", err, isDialError(err), called.Load())
@@ -300,7 +300,7 @@ func TestOneShotEarlyAnswerRealSocket(t *testing.T) {
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
 			writeErr.Store(w.Err != nil)
 		}})
-		resp, err := newOneShot().RoundTrip(oneShotRequest(t, ctx, addr, strings.Repeat("x", 900<<10)))
+		resp, err := newOneShot(0).RoundTrip(oneShotRequest(t, ctx, addr, strings.Repeat("x", 900<<10)))
 		if err != nil {
 			t.Fatalf("request %d: %v, want the site's answer", i, err)
 		}
@@ -315,11 +315,17 @@ func TestOneShotEarlyAnswerRealSocket(t *testing.T) {
 	}
 }
 
-// One webhook forward through oneShot to a loopback site: dial, write,
-// read the answer, close.
+// One 1 KiB webhook forward through oneShot to a loopback site: /fresh
+// dials a connection for each, writes, reads the answer and closes; /kept
+// reuses the last connection (trap 32).
 //
 //	go test ./proxy -run '^$' -bench OneShot -benchmem
 func BenchmarkOneShot(b *testing.B) {
+	b.Run("fresh", func(b *testing.B) { benchOneShot(b, 0) })
+	b.Run("kept", func(b *testing.B) { benchOneShot(b, DefaultKeepIdle) })
+}
+
+func benchOneShot(b *testing.B, keepIdle time.Duration) {
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, `{"ok":true}`)
@@ -327,7 +333,8 @@ func BenchmarkOneShot(b *testing.B) {
 	defer site.Close()
 	addr := strings.TrimPrefix(site.URL, "http://")
 	body := strings.Repeat("x", 1024)
-	o := newOneShot()
+	o := newOneShot(keepIdle)
+	defer o.closeIdle()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -31,6 +31,12 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 )
 
+// DefaultKeepIdle is serve's --upstream-keepalive: short enough that no
+// common server closes a connection for idleness first (5 s is the
+// shortest default: Apache's, Node's), long enough to carry every
+// connection from one webhook to the next under load.
+const DefaultKeepIdle = 500 * time.Millisecond
+
 // Options configure a Proxy. Upstream, Contract and Store are required.
 type Options struct {
 	Upstream *url.URL
@@ -43,6 +49,11 @@ type Options struct {
 	// Transport forwards to the site; nil means a transport tuned for one
 	// local upstream.
 	Transport http.RoundTripper
+	// KeepIdle is how long a connection to an http:// site may wait for
+	// the next webhook forward once an answer left it reusable (trap 32);
+	// 0: every forward dials a connection of its own. It applies only when
+	// Transport is nil or an *http.Transport.
+	KeepIdle time.Duration
 	// Now judges signature timestamps; nil means time.Now. Leases and
 	// expiry are judged by the store's clock, never by this one.
 	Now func() time.Time
@@ -137,7 +148,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		return addr.String(), c.TrustedPeer(r.RemoteAddr)
 	}
-	p.pass, p.capt = newReverseProxies(o.Upstream, t, client, func(r *http.Request, err error) {
+	p.pass, p.capt = newReverseProxies(o.Upstream, t, o.KeepIdle, client, func(r *http.Request, err error) {
 		p.log.Warn("pass-through to the site failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	})
 	every := o.HitFlushInterval
@@ -177,6 +188,9 @@ func (p *Proxy) Close(ctx context.Context) error {
 	}
 	p.abort()
 	p.hits.close()
+	if o, ok := p.capt.Transport.(*oneShot); ok {
+		o.closeIdle()
+	}
 	return err
 }
 
@@ -766,6 +780,12 @@ func (d *delivery) forwardClaimed() {
 		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
 	ctx = context.WithValue(ctx, captureKey{}, c)
+	if s.Ambiguous == contract.AmbiguousHold {
+		// This sender's operator wants every ambiguous forward held for a
+		// person: none may come from a kept connection that a restarting
+		// site closed under the write (trap 32).
+		ctx = context.WithValue(ctx, freshConnKey{}, true)
+	}
 	ctx = httptrace.WithClientTrace(ctx, c.trace())
 
 	// A shallow copy is enough: ReverseProxy clones it (headers included)

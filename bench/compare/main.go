@@ -122,7 +122,7 @@ func (r *rig) hookonce(store dedupe.Store, upstream *url.URL) (string, error) {
 		store.Close()
 		return "", err
 	}
-	px, err := proxy.New(proxy.Options{Upstream: upstream, Contract: c, Store: cache.New(store, cache.Options{})})
+	px, err := proxy.New(proxy.Options{Upstream: upstream, Contract: c, Store: cache.New(store, cache.Options{}), KeepIdle: proxy.DefaultKeepIdle})
 	if err != nil {
 		store.Close()
 		return "", err

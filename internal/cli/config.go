@@ -15,6 +15,7 @@ import (
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/cache"
+	"github.com/hookonce/hookonce/proxy"
 )
 
 const defaultAdminListen = "127.0.0.1:9090"
@@ -32,6 +33,10 @@ type Config struct {
 	ReplayCacheTTL  time.Duration
 	UnretriedEvery  time.Duration
 	DrainTimeout    time.Duration
+	// UpstreamKeepIdle is how long a connection to an http:// site may be
+	// kept for the next webhook forward (proxy.Options.KeepIdle); 0 dials
+	// one per forward.
+	UpstreamKeepIdle time.Duration
 
 	AdminListen             string
 	AdminToken              string
@@ -61,6 +66,7 @@ func DefaultConfig() Config {
 		ReplayCacheTTL:          cache.DefaultTTL,
 		UnretriedEvery:          time.Minute,
 		DrainTimeout:            30 * time.Second,
+		UpstreamKeepIdle:        proxy.DefaultKeepIdle,
 		AdminListen:             defaultAdminListen,
 		AdminWriteProbeInterval: admin.DefaultProbeInterval,
 		AdminSessionTTL:         admin.DefaultSessionTTL,
@@ -79,6 +85,8 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "replay-cache-size", Value: d.ReplayCacheSize, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_SIZE"}, Usage: "done records kept in memory to answer repeats without a store call (0 disables)"},
 		&cli.DurationFlag{Name: "replay-cache-ttl", Value: d.ReplayCacheTTL, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_TTL"}, Usage: "how long a cached record answers before the store is asked again (an operator's delete on another replica is seen after it)"},
 		&cli.DurationFlag{Name: "unretried-every", Value: d.UnretriedEvery, EnvVars: []string{"HOOKONCE_UNRETRIED_EVERY"}, Usage: "how often events whose senders gave up are counted (hookonce_unretried_events) and logged"},
+		&cli.DurationFlag{Name: "upstream-keepalive", Value: d.UpstreamKeepIdle, EnvVars: []string{"HOOKONCE_UPSTREAM_KEEPALIVE"},
+			Usage: "how long a connection to an http:// site may wait for the next webhook forward; keep it well below the site's keep-alive timeout (0: a new connection for every forward)"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, EnvVars: []string{"HOOKONCE_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, how long deliveries at the site may finish before they are aborted and their claims released"},
 		&cli.StringFlag{Name: "admin-listen", Value: d.AdminListen, EnvVars: []string{"HOOKONCE_ADMIN_LISTEN"},
 			Usage: "address of the admin listener (metrics, health, API, /ui); a non-loopback address needs a token"},
@@ -110,6 +118,7 @@ func configFromFlags(c *cli.Context) Config {
 		ReplayCacheTTL:          c.Duration("replay-cache-ttl"),
 		UnretriedEvery:          c.Duration("unretried-every"),
 		DrainTimeout:            c.Duration("drain-timeout"),
+		UpstreamKeepIdle:        c.Duration("upstream-keepalive"),
 		AdminListen:             c.String("admin-listen"),
 		AdminToken:              c.String("admin-token"),
 		AdminTokenFile:          c.String("admin-token-file"),
@@ -167,6 +176,9 @@ func (cfg *Config) Validate() error {
 		}
 	}
 
+	if cfg.UpstreamKeepIdle < 0 {
+		errs = append(errs, fmt.Errorf("--upstream-keepalive %s: want 0 (a new connection for every forward) or a positive duration such as 500ms", cfg.UpstreamKeepIdle))
+	}
 	if cfg.AdminWriteProbeInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--admin-write-probe-interval %s: want a positive duration such as 5s", cfg.AdminWriteProbeInterval))
 	}

@@ -139,7 +139,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p, err := proxy.New(proxy.Options{Upstream: cfg.upstream, Contract: cfg.contract, Store: store, Logger: log, Registerer: reg,
-		Failpoint: failpoint(cfg.Failpoint)})
+		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint)})
 	if err != nil {
 		return err
 	}

@@ -43,8 +43,19 @@ type Upstream struct {
 // nil answers 200 {"ok":true,"id":…}.
 func NewUpstream(t testing.TB, h http.HandlerFunc) *Upstream {
 	t.Helper()
+	return NewUpstreamWith(t, h, nil)
+}
+
+// NewUpstreamWith is NewUpstream with configure run on the site's server
+// before it starts (nil: nothing).
+func NewUpstreamWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server)) *Upstream {
+	t.Helper()
 	u := &Upstream{handler: h, execs: map[string]int{}, lastByKey: map[string]http.Header{}}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	if configure != nil {
+		configure(u.Server.Config)
+	}
+	u.Server.Start()
 	t.Cleanup(u.Close)
 	return u
 }
@@ -169,6 +180,7 @@ func Start(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *In
 		Upstream: u, Contract: c, Store: store, Registerer: in.Registry,
 		Logger:           slog.New(slog.NewJSONHandler(in.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HitFlushInterval: 50 * time.Millisecond,
+		KeepIdle:         proxy.DefaultKeepIdle, // as serve runs
 	})
 	if err != nil {
 		t.Fatal(err)
