@@ -3,7 +3,8 @@
 // httputil.ReverseProxy, nginx proxy_pass, and, for PostgreSQL, a floor:
 // hookonce's own statements of a new event (postgres.NewEventStatements),
 // each its own commit, sent straight to the server by pgx and by real
-// pgbench -M prepared (floor.go).
+// pgbench -M prepared (floor.go). A real `hookonce serve` process measures
+// hookonce's CPU apart from the load generator and the site.
 //
 //	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-open-duration 10s] [-out bench/compare/results]
 //	    [-only REGEXP] [-cpuprofile FILE] [-memprofile FILE]

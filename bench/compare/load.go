@@ -30,19 +30,24 @@ type sample struct {
 	P999      time.Duration
 	SelfCPU   time.Duration // this process (load generator, proxies, in-process upstream)
 	ServerCPU time.Duration // the external servers' processes (nginx, postgres, redis)
+	ProcCPU   time.Duration // the hookonce serve process measured, if any
 }
 
 // meters read the CPU time of the processes outside this one that a path
 // runs on; a nil func reads 0.
 type meters struct {
 	servers func() time.Duration // external servers (nginx, postgres, redis)
+	proc    func() time.Duration // a hookonce serve process
 }
 
-func (m meters) read() (servers time.Duration) {
+func (m meters) read() (servers, proc time.Duration) {
 	if m.servers != nil {
 		servers = m.servers()
 	}
-	return servers
+	if m.proc != nil {
+		proc = m.proc()
+	}
+	return servers, proc
 }
 
 func (s sample) rps() float64 {
@@ -77,7 +82,7 @@ func closedLoop(conns int, warm, d time.Duration, f op, m meters) sample {
 		var firstErr atomic.Value
 		var wg sync.WaitGroup
 		cpu0 := selfCPU()
-		srv0 := m.read()
+		srv0, proc0 := m.read()
 		start := time.Now()
 		for w := range conns {
 			wg.Add(1)
@@ -102,8 +107,8 @@ func closedLoop(conns int, warm, d time.Duration, f op, m meters) sample {
 		}
 		wg.Wait()
 		elapsed, cpu1 := time.Since(start), selfCPU()
-		srv1 := m.read()
-		s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0}
+		srv1, proc1 := m.read()
+		s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0}
 		if e, ok := firstErr.Load().(string); ok {
 			s.FirstErr = e
 		}
@@ -138,7 +143,7 @@ func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	cpu0 := selfCPU()
-	srv0 := m.read()
+	srv0, proc0 := m.read()
 	start := time.Now()
 	for k := range n {
 		due := start.Add(time.Duration(k) * interval)
@@ -167,8 +172,9 @@ func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	}
 	wg.Wait()
 	elapsed, cpu1 := time.Since(start), selfCPU()
-	srv1 := m.read()
-	s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, Requests: int64(len(all))}
+	srv1, proc1 := m.read()
+	s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0,
+		Requests: int64(len(all))}
 	if e, ok := firstErr.Load().(string); ok {
 		s.FirstErr = e
 	}

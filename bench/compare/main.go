@@ -53,6 +53,8 @@ const (
 	namePgx         = "reference: hookonce's new-event statements, pgx, each its own commit"
 	namePgbench     = "reference: hookonce's new-event statements, real pgbench -M prepared -c %d -j 2"
 	namePgbenchRate = "reference: hookonce's new-event statements, real pgbench -M prepared -R %.0f"
+	nameServePass   = "hookonce serve (own process): pass-through"
+	nameServeNewPG  = "hookonce serve (own process): new events, PostgreSQL"
 )
 
 const (
@@ -81,6 +83,9 @@ type path struct {
 	name    string
 	op      op
 	servers func() time.Duration // CPU time of its external servers (nil: none)
+	// proc, when set, is the CPU time of the hookonce serve process the
+	// path goes through (its own process, apart from this one).
+	proc func() time.Duration
 	// before, when set, runs before each measurement of the path (the
 	// PostgreSQL paths: CHECKPOINT).
 	before func() error
@@ -267,8 +272,9 @@ func run(o options) error {
 		}
 	}})
 
-	// (5) on PostgreSQL, and the floor (hookonce's own statements of a new
-	// event, each its own commit) from pgx and real pgbench, on one server.
+	// (5) on PostgreSQL, the floor (hookonce's own statements of a new
+	// event, each its own commit) from pgx and real pgbench, and a real
+	// hookonce serve process, all on one server.
 	var open []path
 	open = append(open, closed[0])
 	var pgSrv *pgtest.Server
@@ -442,12 +448,13 @@ func (pt path) prepare() error {
 	return pt.before()
 }
 
-func (pt path) meters() meters { return meters{servers: pt.servers} }
+func (pt path) meters() meters { return meters{servers: pt.servers, proc: pt.proc} }
 
 // postgresPaths starts hookonce on srv and answers the PostgreSQL paths
 // (closed loop, open loop): hookonce's new events, the store alone, the
 // floor (hookonce's new-event statements, each its own commit) from pgx
-// and from real pgbench. Each is measured right after a CHECKPOINT.
+// and from real pgbench, and a hookonce serve process of its own. Each is
+// measured right after a CHECKPOINT.
 func (r *rig) postgresPaths(ctx context.Context, o options, p *poster, srv *pgtest.Server, siteURL *url.URL, dir string) (closed, open []path, err error) {
 	pgCPU := func() time.Duration { return treeCPU([]int{postmasterPID(srv)}) }
 	dsn, err := srv.CreateDatabase(ctx, "compare")
@@ -468,7 +475,7 @@ func (r *rig) postgresPaths(ctx context.Context, o options, p *poster, srv *pgte
 	closed = append(closed, pgNew, path{name: nameStorePG, op: storeOnly(pg), servers: pgCPU, before: ckpt})
 	open = append(open, pgNew)
 	r.notes = append(r.notes, fmt.Sprintf("PostgreSQL: %s; settings (docs/stores.md, Settings for production, scaled to this machine): %s; "+
-		"the hookonce store and the pgx pool each pool_max_conns=%d", pgVersion(), pgSettingsText(), o.conns))
+		"the hookonce store, the pgx pool and the serve process each pool_max_conns=%d", pgVersion(), pgSettingsText(), o.conns))
 
 	// The floor writes the values of a real event: one through hookonce,
 	// read back from its row.
@@ -550,7 +557,42 @@ func (r *rig) postgresPaths(ctx context.Context, o options, p *poster, srv *pgte
 	}
 	r.notes = append(r.notes, floor)
 
+	// hookonce in a process of its own, so that its CPU is its own.
+	if o.only != nil && !o.only.MatchString(nameServePass) && !o.only.MatchString(nameServeNewPG) {
+		return closed, open, nil
+	}
+	sp, err := r.serve(ctx, srv, siteURL, dir, pool)
+	if err != nil {
+		r.notes = append(r.notes, "hookonce serve (own process): not measured ("+err.Error()+")")
+		return closed, open, nil
+	}
+	closed = append(closed,
+		path{name: nameServePass, op: func(ctx context.Context, i int64) error {
+			return p.post(ctx, sp.URL+passPath, "sp"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
+		}, proc: sp.CPU},
+		path{name: nameServeNewPG, op: newEvents(p, sp.URL+hookPath, "snew-"), servers: pgCPU, proc: sp.CPU, before: ckpt})
+	r.notes = append(r.notes, fmt.Sprintf("hookonce serve (own process): a `hookonce serve` process built from this checkout with the same contract, "+
+		"--store postgres on the same server (database serve, pool_max_conns=%d), serve's defaults otherwise (replay cache on, --log-level %s), "+
+		"--admin-listen on loopback, in front of the same in-process site; its CPU/req is that process's alone (/proc, its PID)", o.conns, serveLogLevel))
 	return closed, open, nil
+}
+
+// serve starts a hookonce serve process on a database of its own on srv.
+func (r *rig) serve(ctx context.Context, srv *pgtest.Server, siteURL *url.URL, dir, pool string) (*serveProc, error) {
+	bin, err := buildHookonce(dir)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := srv.CreateDatabase(ctx, "serve")
+	if err != nil {
+		return nil, err
+	}
+	sp, err := startServe(bin, dir, siteURL.String(), dsn+pool)
+	if err != nil {
+		return nil, err
+	}
+	r.defer_(sp.stop)
+	return sp, nil
 }
 
 // unfinished counts sender's records that are not done.
