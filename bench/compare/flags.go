@@ -1,7 +1,10 @@
 // Command compare measures, in one run on one machine, what hookonce costs
 // next to the things it is compared with: the site called directly, a bare
-// httputil.ReverseProxy, nginx proxy_pass, and, for the stores, the same
-// INSERT-then-UPDATE pair sent straight to PostgreSQL.
+// httputil.ReverseProxy, nginx proxy_pass, and, for PostgreSQL, a floor:
+// hookonce's own statements of a new event (postgres.NewEventStatements),
+// each its own commit, sent straight to the server by pgx and by real
+// pgbench -M prepared (floor.go). A real `hookonce serve` process measures
+// hookonce's CPU apart from the load generator and the site.
 //
 //	go run -tags benchcompare ./bench/compare [-duration 5s] [-rounds 2] [-conns 32] [-rate 200] [-open-duration 10s] [-out bench/compare/results]
 //	    [-only REGEXP] [-cpuprofile FILE] [-memprofile FILE]

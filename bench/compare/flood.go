@@ -47,9 +47,9 @@ func runFlood(dir string) flood {
 }
 
 func (f *flood) run(dir string) error {
-	bin := filepath.Join(dir, "hookonce-flood")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (run from the repository root): %v: %s", err, out)
+	bin, err := buildHookonce(dir)
+	if err != nil {
+		return err
 	}
 	cfg := filepath.Join(dir, "flood.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(floodConfig, f.inflight)), 0o644); err != nil {

@@ -30,6 +30,24 @@ type sample struct {
 	P999      time.Duration
 	SelfCPU   time.Duration // this process (load generator, proxies, in-process upstream)
 	ServerCPU time.Duration // the external servers' processes (nginx, postgres, redis)
+	ProcCPU   time.Duration // the hookonce serve process measured, if any
+}
+
+// meters read the CPU time of the processes outside this one that a path
+// runs on; a nil func reads 0.
+type meters struct {
+	servers func() time.Duration // external servers (nginx, postgres, redis)
+	proc    func() time.Duration // a hookonce serve process
+}
+
+func (m meters) read() (servers, proc time.Duration) {
+	if m.servers != nil {
+		servers = m.servers()
+	}
+	if m.proc != nil {
+		proc = m.proc()
+	}
+	return servers, proc
 }
 
 func (s sample) rps() float64 {
@@ -54,7 +72,7 @@ var seq atomic.Int64
 
 // closedLoop runs conns workers, each issuing its next request as soon as
 // the last was answered, for d (after a warm-up of warm, not counted).
-func closedLoop(conns int, warm, d time.Duration, f op, servers func() time.Duration) sample {
+func closedLoop(conns int, warm, d time.Duration, f op, m meters) sample {
 	run := func(d time.Duration, record bool) sample {
 		ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
 		defer cancel()
@@ -63,7 +81,8 @@ func closedLoop(conns int, warm, d time.Duration, f op, servers func() time.Dura
 		var errs atomic.Int64
 		var firstErr atomic.Value
 		var wg sync.WaitGroup
-		cpu0, srv0 := selfCPU(), servers()
+		cpu0 := selfCPU()
+		srv0, proc0 := m.read()
 		start := time.Now()
 		for w := range conns {
 			wg.Add(1)
@@ -87,7 +106,9 @@ func closedLoop(conns int, warm, d time.Duration, f op, servers func() time.Dura
 			}()
 		}
 		wg.Wait()
-		s := sample{Elapsed: time.Since(start), Errors: errs.Load(), SelfCPU: selfCPU() - cpu0, ServerCPU: servers() - srv0}
+		elapsed, cpu1 := time.Since(start), selfCPU()
+		srv1, proc1 := m.read()
+		s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0}
 		if e, ok := firstErr.Load().(string); ok {
 			s.FirstErr = e
 		}
@@ -110,7 +131,7 @@ func closedLoop(conns int, warm, d time.Duration, f op, servers func() time.Dura
 // time the request was due, so that a stall counts for every request it
 // delayed. At most maxInFlight requests are outstanding; above that the
 // request counts as an error.
-func openLoop(rate float64, d time.Duration, f op, servers func() time.Duration) sample {
+func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	const maxInFlight = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
@@ -121,7 +142,8 @@ func openLoop(rate float64, d time.Duration, f op, servers func() time.Duration)
 	var errs, inFlight atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
-	cpu0, srv0 := selfCPU(), servers()
+	cpu0 := selfCPU()
+	srv0, proc0 := m.read()
 	start := time.Now()
 	for k := range n {
 		due := start.Add(time.Duration(k) * interval)
@@ -149,7 +171,10 @@ func openLoop(rate float64, d time.Duration, f op, servers func() time.Duration)
 		}()
 	}
 	wg.Wait()
-	s := sample{Elapsed: time.Since(start), Errors: errs.Load(), SelfCPU: selfCPU() - cpu0, ServerCPU: servers() - srv0, Requests: int64(len(all))}
+	elapsed, cpu1 := time.Since(start), selfCPU()
+	srv1, proc1 := m.read()
+	s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0,
+		Requests: int64(len(all))}
 	if e, ok := firstErr.Load().(string); ok {
 		s.FirstErr = e
 	}

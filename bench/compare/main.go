@@ -50,8 +50,11 @@ const (
 	nameDup         = "hookonce duplicates, SQLite (replay cache)"
 	nameNewPG       = "hookonce new events, PostgreSQL"
 	nameStorePG     = "store only (Claim+Complete, no HTTP), PostgreSQL"
-	namePgbench     = "reference: same pair, real pgbench -c %d -j 2"
-	namePgbenchRate = "reference: same pair, real pgbench -R %.0f"
+	namePgx         = "reference: hookonce's new-event statements, pgx, each its own commit"
+	namePgbench     = "reference: hookonce's new-event statements, real pgbench -M prepared -c %d -j 2"
+	namePgbenchRate = "reference: hookonce's new-event statements, real pgbench -M prepared -R %.0f"
+	nameServePass   = "hookonce serve (own process): pass-through"
+	nameServeNewPG  = "hookonce serve (own process): new events, PostgreSQL"
 )
 
 const (
@@ -79,7 +82,13 @@ func main() {
 type path struct {
 	name    string
 	op      op
-	servers func() time.Duration // CPU time of its external servers
+	servers func() time.Duration // CPU time of its external servers (nil: none)
+	// proc, when set, is the CPU time of the hookonce serve process the
+	// path goes through (its own process, apart from this one).
+	proc func() time.Duration
+	// before, when set, runs before each measurement of the path (the
+	// PostgreSQL paths: CHECKPOINT).
+	before func() error
 	// external, when set, measures the path with a load generator of its
 	// own (real pgbench) instead of op: closed loop with rate 0, else
 	// open loop at rate.
@@ -97,8 +106,6 @@ var (
 	bodyA = body(0)
 	bodyB = body(1)
 )
-
-func noServers() time.Duration { return 0 }
 
 // rig holds everything started, to stop it at the end (in reverse order).
 type rig struct {
@@ -196,9 +203,9 @@ func run(o options) error {
 	r.defer_(site.stop)
 	siteURL, _ := url.Parse(site.URL)
 	var closed []path
-	closed = append(closed, path{nameDirect, func(ctx context.Context, i int64) error {
+	closed = append(closed, path{name: nameDirect, op: func(ctx context.Context, i int64) error {
 		return p.post(ctx, site.URL+hookPath, "d"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
-	}, noServers, nil})
+	}})
 
 	// (2) A bare httputil.ReverseProxy, with a transport keeping as many
 	// idle connections as hookonce's (the default keeps 2 per host).
@@ -212,18 +219,18 @@ func run(o options) error {
 	}
 	r.defer_(bare.stop)
 	const bareName = nameBare
-	closed = append(closed, path{bareName, func(ctx context.Context, i int64) error {
+	closed = append(closed, path{name: bareName, op: func(ctx context.Context, i int64) error {
 		return p.post(ctx, bare.URL+hookPath, "b"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
-	}, noServers, nil})
+	}})
 
 	// (3) nginx proxy_pass with an upstream keepalive pool.
 	if ng, err := startNginx(siteURL.Host, o.conns); err != nil {
 		r.notes = append(r.notes, "nginx: not measured ("+err.Error()+")")
 	} else {
 		r.defer_(ng.Close)
-		closed = append(closed, path{"nginx proxy_pass (keepalive)", func(ctx context.Context, i int64) error {
+		closed = append(closed, path{name: "nginx proxy_pass (keepalive)", op: func(ctx context.Context, i int64) error {
 			return p.post(ctx, ng.URL+hookPath, "n"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
-		}, func() time.Duration { return treeCPU([]int{ng.PID()}) }, nil})
+		}, servers: func() time.Duration { return treeCPU([]int{ng.PID()}) }})
 	}
 
 	// (4)-(7) hookonce on SQLite.
@@ -240,21 +247,21 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	closed = append(closed, path{namePass, func(ctx context.Context, i int64) error {
+	closed = append(closed, path{name: namePass, op: func(ctx context.Context, i int64) error {
 		return p.post(ctx, hoSQ+passPath, "p"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
-	}, noServers, nil})
-	closed = append(closed, path{nameNewSQLite, newEvents(p, hoSQ+hookPath, "new-"), noServers, nil})
-	closed = append(closed, path{nameStoreSQLite, storeOnly(sq), noServers, nil})
+	}})
+	closed = append(closed, path{name: nameNewSQLite, op: newEvents(p, hoSQ+hookPath, "new-")})
+	closed = append(closed, path{name: nameStoreSQLite, op: storeOnly(sq)})
 	if err := seed(p, hoSQ+hookPath, "dup-"); err != nil {
 		return err
 	}
-	closed = append(closed, path{nameDup, func(ctx context.Context, i int64) error {
+	closed = append(closed, path{name: nameDup, op: func(ctx context.Context, i int64) error {
 		return p.post(ctx, hoSQ+hookPath, "dup-"+strconv.FormatInt(i%seedKeys, 10), bodyA, wantReplay(true))
-	}, noServers, nil})
+	}})
 	if err := seed(p, hoSQ+hookPath, "mix-"); err != nil {
 		return err
 	}
-	closed = append(closed, path{"hookonce mix 70/25/5 new/dup/conflict, SQLite", func(ctx context.Context, i int64) error {
+	closed = append(closed, path{name: "hookonce mix 70/25/5 new/dup/conflict, SQLite", op: func(ctx context.Context, i int64) error {
 		switch k := "mix-" + strconv.FormatInt(i%seedKeys, 10); {
 		case i%20 < 14:
 			return p.post(ctx, hoSQ+hookPath, "mixnew-"+strconv.FormatInt(i, 10), bodyA, wantReplay(false))
@@ -263,64 +270,24 @@ func run(o options) error {
 		default:
 			return p.post(ctx, hoSQ+hookPath, k, bodyB, wantStatus(contract.DefaultConflictStatus))
 		}
-	}, noServers, nil})
+	}})
 
-	// (5) on PostgreSQL, and (8) the INSERT-then-UPDATE pair on the same
-	// server and database.
+	// (5) on PostgreSQL, the floor (hookonce's own statements of a new
+	// event, each its own commit) from pgx and real pgbench, and a real
+	// hookonce serve process, all on one server.
 	var open []path
 	open = append(open, closed[0])
-	if srv, err := pgtest.StartServer(pgtest.Options{Durable: true}); err != nil {
+	var pgSrv *pgtest.Server
+	if srv, err := pgtest.StartServer(pgtest.Options{Durable: true, Settings: pgSettingsMap()}); err != nil {
 		r.notes = append(r.notes, "PostgreSQL: not measured ("+err.Error()+")")
 	} else {
 		r.defer_(func() { srv.Close() })
-		pgCPU := func() time.Duration { return treeCPU([]int{postmasterPID(srv)}) }
-		dsn, err := srv.CreateDatabase(ctx, "compare")
+		pgSrv = srv
+		c, o2, err := r.postgresPaths(ctx, o, p, srv, siteURL, dir)
 		if err != nil {
 			return err
 		}
-		pool := fmt.Sprintf("&pool_max_conns=%d", o.conns)
-		pg, err := postgres.Open(ctx, dsn+pool)
-		if err != nil {
-			return err
-		}
-		hoPG, err := r.hookonce(pg, siteURL)
-		if err != nil {
-			return err
-		}
-		pgNew := path{nameNewPG, newEvents(p, hoPG+hookPath, "new-"), pgCPU, nil}
-		closed = append(closed, pgNew)
-		closed = append(closed, path{nameStorePG, storeOnly(pg), pgCPU, nil})
-		pair, err := pgxpool.New(ctx, dsn+pool)
-		if err != nil {
-			return err
-		}
-		r.defer_(pair.Close)
-		pairPath := path{"reference: INSERT+UPDATE pair, pgx → PostgreSQL", func(ctx context.Context, i int64) error {
-			k := "k" + strconv.FormatInt(i, 10)
-			if _, err := pair.Exec(ctx, pairInsert, k); err != nil {
-				return err
-			}
-			tag, err := pair.Exec(ctx, pairUpdate, k)
-			if err == nil && tag.RowsAffected() != 1 {
-				err = fmt.Errorf("update %s: %d rows", k, tag.RowsAffected())
-			}
-			return err
-		}, pgCPU, nil}
-		closed = append(closed, pairPath)
-		open = append(open, pgNew, pairPath)
-		if bin, err := pgtest.BinDir(); err == nil {
-			if pb, err := pgbenchBin(bin); err != nil {
-				r.notes = append(r.notes, "pgbench: not measured ("+err.Error()+")")
-			} else {
-				pgb := func(rate float64, d time.Duration) sample {
-					return runPgbench(pb, dir, srv.Port(), "compare", o.conns, rate, d)
-				}
-				closed = append(closed, path{name: fmt.Sprintf(namePgbench, o.conns), external: pgb})
-				open = append(open, path{name: fmt.Sprintf(namePgbenchRate, o.rate), external: pgb})
-				r.notes = append(r.notes, "pgbench: "+cmdVersion(pb, "--version")+", custom script (the same INSERT then UPDATE, each its own transaction), -T rounded to whole seconds, no warm-up; latencies from its per-transaction log")
-			}
-		}
-		r.notes = append(r.notes, fmt.Sprintf("PostgreSQL: %s, fsync and synchronous_commit on, hookonce store and pgx pool both pool_max_conns=%d", pgVersion(), o.conns))
+		closed, open = append(closed, c...), append(open, o2...)
 	}
 
 	// (5) on Redis (append-only file, fsync every second).
@@ -338,8 +305,8 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		closed = append(closed, path{"hookonce new events, Redis", newEvents(p, hoRD+hookPath, "new-"),
-			func() time.Duration { return treeCPU([]int{rs.PID()}) }, nil})
+		closed = append(closed, path{name: "hookonce new events, Redis", op: newEvents(p, hoRD+hookPath, "new-"),
+			servers: func() time.Duration { return treeCPU([]int{rs.PID()}) }})
 		r.notes = append(r.notes, "Redis: "+cmdVersion("redis-server", "--version")+", appendonly yes, appendfsync everysec")
 	}
 
@@ -372,10 +339,13 @@ func run(o options) error {
 		for _, pt := range abba(closed, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d closed loop: %s\n", round+1, o.rounds, pt.name)
 			var s sample
-			if pt.external != nil {
+			switch err := pt.prepare(); {
+			case err != nil:
+				s = sample{Errors: 1, FirstErr: err.Error()}
+			case pt.external != nil:
 				s = pt.external(0, o.duration)
-			} else {
-				s = closedLoop(o.conns, warm, o.duration, pt.op, pt.servers)
+			default:
+				s = closedLoop(o.conns, warm, o.duration, pt.op, pt.meters())
 			}
 			closedRes[pt.name] = append(closedRes[pt.name], s)
 		}
@@ -383,11 +353,24 @@ func run(o options) error {
 	for round := range o.rounds {
 		for _, pt := range abba(open, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d open loop %.0f/s: %s\n", round+1, o.rounds, o.rate, pt.name)
-			if pt.external != nil {
-				openRes[pt.name] = append(openRes[pt.name], pt.external(o.rate, o.openDur))
-				continue
+			var s sample
+			switch err := pt.prepare(); {
+			case err != nil:
+				s = sample{Errors: 1, FirstErr: err.Error()}
+			case pt.external != nil:
+				s = pt.external(o.rate, o.openDur)
+			default:
+				s = openLoop(o.rate, o.openDur, pt.op, pt.meters())
 			}
-			openRes[pt.name] = append(openRes[pt.name], openLoop(o.rate, o.openDur, pt.op, pt.servers))
+			openRes[pt.name] = append(openRes[pt.name], s)
+		}
+	}
+
+	if pgSrv != nil && (len(closed) > 0 || len(open) > 0) {
+		if n, err := serverCheckpoints(pgSrv.Dir()); err != nil {
+			r.notes = append(r.notes, "PostgreSQL checkpoints: not counted ("+err.Error()+")")
+		} else {
+			r.notes = append(r.notes, fmt.Sprintf("PostgreSQL checkpoints the server started by itself (timed or for WAL volume) during the whole run, from its log: %d; every measured PostgreSQL path (closed and open loop, every round) starts right after a CHECKPOINT", n))
 		}
 	}
 
@@ -439,19 +422,6 @@ func abba(ps []path, round int) []path {
 	return out
 }
 
-// The pgbench-equivalent pair: a new event as the PostgreSQL store writes
-// it, the claim INSERT (ON CONFLICT, as the store's), then the fenced
-// UPDATE of complete, each its own transaction (bench/postgres_bench_test.go
-// runs the same two statements under pgbench).
-const pairInsert = `INSERT INTO hookonce_records AS r (sender, key, state, payload_hash, owner, lease_until, received_at, expires_at)
-SELECT 'pair', $1, 'processing', 'h', 'o' || $1, n.t + interval '30 seconds', n.t, n.t + interval '72 hours'
-FROM (SELECT clock_timestamp() AS t) n
-ON CONFLICT (sender, key) DO NOTHING`
-
-const pairUpdate = `UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL, completed_at = clock_timestamp(),
-  resp_status = 200, resp_headers = '{"Content-Type":["application/json"]}', resp_body = '{"ok":true}', resp_truncated = false
-WHERE sender = 'pair' AND key = $1 AND owner = 'o' || $1 AND state = 'processing'`
-
 // postmasterPID reads the postmaster's PID from its data directory.
 func postmasterPID(s *pgtest.Server) int {
 	b, err := os.ReadFile(filepath.Join(s.Dir(), "data", "postmaster.pid"))
@@ -468,4 +438,166 @@ func pgVersion() string {
 		return "?"
 	}
 	return cmdVersion(filepath.Join(bin, "postgres"), "--version")
+}
+
+// prepare runs the path's before, if any.
+func (pt path) prepare() error {
+	if pt.before == nil {
+		return nil
+	}
+	return pt.before()
+}
+
+func (pt path) meters() meters { return meters{servers: pt.servers, proc: pt.proc} }
+
+// postgresPaths starts hookonce on srv and answers the PostgreSQL paths
+// (closed loop, open loop): hookonce's new events, the store alone, the
+// floor (hookonce's new-event statements, each its own commit) from pgx
+// and from real pgbench, and a hookonce serve process of its own. Each is
+// measured right after a CHECKPOINT.
+func (r *rig) postgresPaths(ctx context.Context, o options, p *poster, srv *pgtest.Server, siteURL *url.URL, dir string) (closed, open []path, err error) {
+	pgCPU := func() time.Duration { return treeCPU([]int{postmasterPID(srv)}) }
+	dsn, err := srv.CreateDatabase(ctx, "compare")
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := fmt.Sprintf("&pool_max_conns=%d", o.conns)
+	pg, err := postgres.Open(ctx, dsn+pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	hoPG, err := r.hookonce(pg, siteURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	ckpt := func() error { return checkpoint(pg.Pool()) }
+	pgNew := path{name: nameNewPG, op: newEvents(p, hoPG+hookPath, "new-"), servers: pgCPU, before: ckpt}
+	closed = append(closed, pgNew, path{name: nameStorePG, op: storeOnly(pg), servers: pgCPU, before: ckpt})
+	open = append(open, pgNew)
+	r.notes = append(r.notes, fmt.Sprintf("PostgreSQL: %s; settings (docs/stores.md, Settings for production, scaled to this machine): %s; "+
+		"the hookonce store, the pgx pool and the serve process each pool_max_conns=%d", pgVersion(), pgSettingsText(), o.conns))
+
+	// The floor writes the values of a real event: one through hookonce,
+	// read back from its row.
+	c, err := contract.Parse([]byte(config), "compare.yaml")
+	if err != nil {
+		return nil, nil, err
+	}
+	sender := c.Senders[0]
+	const sampleKey = "floor-sample"
+	if err := p.post(ctx, hoPG+hookPath, sampleKey, bodyA, wantReplay(false)); err != nil {
+		return nil, nil, fmt.Errorf("the floor's sample event: %w", err)
+	}
+	ev, err := readSample(ctx, pg.Pool(), sender.Name, sampleKey, sender.Lease, sender.TTL)
+	if err != nil {
+		return nil, nil, err
+	}
+	first, complete := postgres.NewEventStatements()
+	pair, err := pgxpool.New(ctx, dsn+pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.defer_(pair.Close)
+	pgxPath := path{name: namePgx, op: func(ctx context.Context, i int64) error {
+		k, owner := "k"+strconv.FormatInt(i, 10), "o"+strconv.FormatInt(i, 10)
+		if _, err := pair.Exec(ctx, first, pgxArgs(ev.first("pgx", k, owner))...); err != nil {
+			return err
+		}
+		tag, err := pair.Exec(ctx, complete, pgxArgs(ev.complete("pgx", k, owner))...)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("completion of %s: %d rows", k, tag.RowsAffected())
+		}
+		return err
+	}, servers: pgCPU, before: ckpt}
+	closed = append(closed, pgxPath)
+	open = append(open, pgxPath)
+	floor := fmt.Sprintf("the floor (reference rows): hookonce's own statements of a new event (dedupe/postgres.NewEventStatements): "+
+		"the delivery's first try (an INSERT … ON CONFLICT DO NOTHING of the new key, or the read of the row there), then Complete's fenced UPDATE, "+
+		"on hookonce's migrated schema, in the database hookonce uses; each statement its own transaction, so two commits per event, where hookonce "+
+		"sends the same statements group-committed (one commit per batch of concurrent deliveries): that difference is what the comparison shows. "+
+		"The values are those of an event hookonce stored first in this run (%s), with a new key and owner per event; "+
+		"pgx sends them as parameters (its statement cache: prepared once per connection)", ev)
+
+	bin, err := pgtest.BinDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	if pb, err := pgbenchBin(bin); err != nil {
+		r.notes = append(r.notes, "pgbench: not measured ("+err.Error()+")")
+	} else {
+		script, err := floorScript("pgbench", ev)
+		if err != nil {
+			return nil, nil, err
+		}
+		file := filepath.Join(dir, "floor.sql")
+		if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+			return nil, nil, err
+		}
+		pgb := func(rate float64, d time.Duration) sample {
+			n0, err0 := unfinished(ctx, pg, "pgbench")
+			s := runPgbench(pb, file, srv.Port(), "compare", o.conns, rate, d)
+			n1, err1 := unfinished(ctx, pg, "pgbench")
+			var e string
+			switch {
+			case errors.Join(err0, err1) != nil:
+				s.Errors, e = s.Errors+1, errors.Join(err0, err1).Error()
+			case n1 > n0:
+				s.Errors, e = s.Errors+n1-n0, fmt.Sprintf("%d events first-tried but never completed", n1-n0)
+			}
+			if s.FirstErr == "" {
+				s.FirstErr = e
+			}
+			return s
+		}
+		closed = append(closed, path{name: fmt.Sprintf(namePgbench, o.conns), external: pgb, before: ckpt})
+		open = append(open, path{name: fmt.Sprintf(namePgbenchRate, o.rate), external: pgb, before: ckpt})
+		floor += fmt.Sprintf("; real pgbench (%s) runs them from a script (bench/compare/floor.go) under -M prepared -c %d -j 2 (open loop: -R %.0f), "+
+			"the parameters replaced by pgbench variables (:k, :o, random per transaction) and by the event's values as literals; -T rounded to whole seconds, "+
+			"no warm-up, latencies (both statements) from its per-transaction log", cmdVersion(pb, "--version"), o.conns, o.rate)
+	}
+	r.notes = append(r.notes, floor)
+
+	// hookonce in a process of its own, so that its CPU is its own.
+	if o.only != nil && !o.only.MatchString(nameServePass) && !o.only.MatchString(nameServeNewPG) {
+		return closed, open, nil
+	}
+	sp, err := r.serve(ctx, srv, siteURL, dir, pool)
+	if err != nil {
+		r.notes = append(r.notes, "hookonce serve (own process): not measured ("+err.Error()+")")
+		return closed, open, nil
+	}
+	closed = append(closed,
+		path{name: nameServePass, op: func(ctx context.Context, i int64) error {
+			return p.post(ctx, sp.URL+passPath, "sp"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
+		}, proc: sp.CPU},
+		path{name: nameServeNewPG, op: newEvents(p, sp.URL+hookPath, "snew-"), servers: pgCPU, proc: sp.CPU, before: ckpt})
+	r.notes = append(r.notes, fmt.Sprintf("hookonce serve (own process): a `hookonce serve` process built from this checkout with the same contract, "+
+		"--store postgres on the same server (database serve, pool_max_conns=%d), serve's defaults otherwise (replay cache on, --log-level %s), "+
+		"--admin-listen on loopback, in front of the same in-process site; its CPU/req is that process's alone (/proc, its PID)", o.conns, serveLogLevel))
+	return closed, open, nil
+}
+
+// serve starts a hookonce serve process on a database of its own on srv.
+func (r *rig) serve(ctx context.Context, srv *pgtest.Server, siteURL *url.URL, dir, pool string) (*serveProc, error) {
+	bin, err := buildHookonce(dir)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := srv.CreateDatabase(ctx, "serve")
+	if err != nil {
+		return nil, err
+	}
+	sp, err := startServe(bin, dir, siteURL.String(), dsn+pool)
+	if err != nil {
+		return nil, err
+	}
+	r.defer_(sp.stop)
+	return sp, nil
+}
+
+// unfinished counts sender's records that are not done.
+func unfinished(ctx context.Context, pg *postgres.Store, sender string) (int64, error) {
+	var n int64
+	err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM hookonce_records WHERE sender = $1 AND state <> 'done'`, sender).Scan(&n)
+	return n, err
 }

@@ -15,18 +15,6 @@ import (
 	"time"
 )
 
-// pgbenchScript is the INSERT+UPDATE pair (pairInsert, pairUpdate) for
-// real pgbench, each statement its own transaction.
-const pgbenchScript = `\set k random(1, 1000000000000)
-INSERT INTO hookonce_records AS r (sender, key, state, payload_hash, owner, lease_until, received_at, expires_at)
-SELECT 'pgbench', 'k' || :k, 'processing', 'h', 'o' || :k, n.t + interval '30 seconds', n.t, n.t + interval '72 hours'
-FROM (SELECT clock_timestamp() AS t) n
-ON CONFLICT (sender, key) DO NOTHING;
-UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL, completed_at = clock_timestamp(),
-  resp_status = 200, resp_headers = '{"Content-Type":["application/json"]}', resp_body = '{"ok":true}', resp_truncated = false
-WHERE sender = 'pgbench' AND key = 'k' || :k AND owner = 'o' || :k AND state = 'processing';
-`
-
 // childCPU is the CPU time of this process's waited-for children.
 func childCPU() time.Duration {
 	var ru syscall.Rusage
@@ -38,24 +26,22 @@ func childCPU() time.Duration {
 
 var tpsRe = regexp.MustCompile(`tps = ([0-9.]+)`)
 
-// runPgbench runs real pgbench with the pair script: conns clients, 2
-// threads, for d (whole seconds, at least 1), and reads every pair's
-// latency from its per-transaction log. With rate > 0 it is an open loop
-// (-R: that many pairs a second, latency counted from when each was due,
-// as pgbench does under -R). Its own CPU time (a child of this process)
-// counts as load-generator CPU.
-func runPgbench(bin, dir string, port int, db string, conns int, rate float64, d time.Duration) sample {
+// runPgbench runs real pgbench with the floor's script (floorScript, in
+// the file script): extended protocol with prepared statements (-M
+// prepared, as hookonce's store sends them), conns clients, 2 threads, for
+// d (whole seconds, at least 1), and reads every script run's latency (the
+// two statements) from its per-transaction log. With rate > 0 it is an
+// open loop (-R: that many runs a second, latency counted from when each
+// was due, as pgbench does under -R). Its own CPU time (a child of this
+// process) counts as load-generator CPU.
+func runPgbench(bin, script string, port int, db string, conns int, rate float64, d time.Duration) sample {
 	secs := max(int((d+time.Second/2)/time.Second), 1)
-	script := filepath.Join(dir, "pair.sql")
-	logs := filepath.Join(dir, fmt.Sprintf("log-%d", time.Now().UnixNano()))
+	logs := filepath.Join(filepath.Dir(script), fmt.Sprintf("log-%d", time.Now().UnixNano()))
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return sample{Errors: 1, FirstErr: err.Error()}
 	}
 	defer os.RemoveAll(logs)
-	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
-		return sample{Errors: 1, FirstErr: err.Error()}
-	}
-	args := []string{"-n", "-c", strconv.Itoa(conns), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(conns), "-j", "2", "-T", strconv.Itoa(secs), "-f", script,
 		"-l", "--log-prefix=" + filepath.Join(logs, "pgb"),
 		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "postgres"}
 	if rate > 0 {
@@ -69,7 +55,7 @@ func runPgbench(bin, dir string, port int, db string, conns int, rate float64, d
 	out, err := cmd.CombinedOutput()
 	s := sample{SelfCPU: selfCPU() - cpu0 + childCPU() - ch0}
 	if err != nil {
-		s.Errors, s.FirstErr = 1, fmt.Sprintf("pgbench: %v: %s", err, lastLine(out))
+		s.Errors, s.FirstErr = 1, fmt.Sprintf("pgbench: %v: %s", err, errorLine(out))
 		return s
 	}
 	m := tpsRe.FindSubmatch(out)
@@ -106,6 +92,16 @@ func runPgbench(bin, dir string, port int, db string, conns int, rate float64, d
 	}
 	s.P50, s.P99, s.P999 = percentiles(all)
 	return s
+}
+
+// errorLine is pgbench's first error line, else its last line.
+func errorLine(b []byte) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "error") && !strings.Contains(l, "Run was aborted") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return lastLine(b)
 }
 
 func lastLine(b []byte) string {

@@ -574,11 +574,38 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	if body == nil {
 		body = []byte{}
 	}
-	return s.fenced(ctx, "complete", sender, key, `
-		UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
-			completed_at = clock_timestamp(), resp_status = $4, resp_headers = $5::jsonb,
-			resp_body = $6, resp_truncated = $7, attempts = `+appendAttempt("$8")+ownerWhere,
+	return s.fenced(ctx, "complete", sender, key, completeSQL,
 		owner, int32(resp.Status), headers, body, resp.Truncated, a)
+}
+
+// completeSQL is Complete's fenced UPDATE: $1 sender, $2 key, $3 owner,
+// $4 status, $5 response headers (JSON, or NULL), $6 response body, $7
+// truncated, $8 the attempt (JSON), appended to the record's attempts.
+var completeSQL = `
+UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
+	completed_at = clock_timestamp(), resp_status = $4, resp_headers = $5::jsonb,
+	resp_body = $6, resp_truncated = $7, attempts = ` + appendAttempt("$8") + ownerWhere
+
+// NewEventStatements answers the two statements a new event costs the
+// store, as the store sends them, for benchmarks that want a reference
+// doing exactly the same work outside hookonce (bench/compare runs them
+// under pgbench). The store sends them inside group-committed batches
+// (see claimBatcher); a reference that runs each in a transaction of its
+// own pays a commit per statement.
+//
+// first is a delivery's first try (firstSQL), which claims a key that is
+// not there: $1 sender, $2 key, $3 payload hash, $4 owner, $5 lease and
+// $6 ttl in microseconds, $7 the request body (bytea), $8 the request
+// head (JSON, or NULL). It answers a row of two booleans (inserted,
+// claimable) and the record.
+//
+// complete is Complete's UPDATE, fenced by the owner: $1 sender, $2 key,
+// $3 owner, $4 status, $5 the response headers (JSON, or NULL), $6 the
+// response body (bytea), $7 truncated, $8 the attempt (JSON, as the
+// attempts column holds each). It updates one row when $3 holds the
+// processing claim, none otherwise.
+func NewEventStatements() (first, complete string) {
+	return firstSQL, completeSQL
 }
 
 // Release implements dedupe.Store: the record stays, released, with its

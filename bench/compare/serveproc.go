@@ -1,0 +1,107 @@
+//go:build benchcompare
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// built is the hookonce binary built from this checkout (buildHookonce).
+var built struct {
+	path string
+	err  error
+}
+
+// buildHookonce builds hookonce from the checkout (the current directory
+// must be the repository's root) into dir, once per run.
+func buildHookonce(dir string) (string, error) {
+	if built.path == "" && built.err == nil {
+		bin := filepath.Join(dir, "hookonce")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build (run from the repository root): %v: %s", err, out)
+		} else {
+			built.path = bin
+		}
+	}
+	return built.path, built.err
+}
+
+// serveProc is a `hookonce serve` process: hookonce measured apart from
+// the load generator and the site, which stay in this process.
+type serveProc struct {
+	URL  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// serveLogLevel is serve's default --log-level (internal/cli), given
+// explicitly so that HOOKONCE_LOG_LEVEL in the environment changes nothing.
+const serveLogLevel = "info"
+
+// startServe runs bin serve with the compare contract (config) in front of
+// upstream on store, its listener and its admin listener on free loopback
+// ports, and waits until /readyz answers 200.
+func startServe(bin, dir, upstream, store string) (*serveProc, error) {
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--listen", addr, "--admin-listen", admin,
+		"--config", cfg, "--store", store, "--log-level", serveLogLevel)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &serveProc{URL: "http://" + addr, cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	if err := waitReady("http://" + admin + "/readyz"); err != nil {
+		s.stop()
+		b, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%w; its log: %s", err, lastLine(b))
+	}
+	return s, nil
+}
+
+// PID is the serve process's id.
+func (s *serveProc) PID() int { return s.cmd.Process.Pid }
+
+// CPU is the process's user+system CPU time so far (it starts no
+// children).
+func (s *serveProc) CPU() time.Duration { return treeCPU([]int{s.PID()}) }
+
+// stop ends the process by its PID: SIGTERM (serve drains), then SIGKILL.
+func (s *serveProc) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
