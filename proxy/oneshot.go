@@ -200,7 +200,7 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Close = !keep
 	bw := oneShotWriters.Get().(*bufio.Writer)
 	bw.Reset(conn)
-	err := req.Write(bw) // closes req.Body
+	err := req.Write(oneWrite{bw}) // closes req.Body
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -254,6 +254,13 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return o.answer(resp, conn, stop, keep), nil
 }
+
+// oneWrite hides the *bufio.Writer from Request.Write, which otherwise
+// flushes the headers on their own before any body it does not know to be
+// in memory, and ReverseProxy wraps every body: two write calls and two
+// packets for a request that is whole in memory. RoundTrip flushes once
+// (a body past the buffer still goes out as the buffer fills).
+type oneWrite struct{ *bufio.Writer }
 
 // oneShotAnswer is an answer read with the pooled reader it came through.
 type oneShotAnswer struct {

@@ -338,7 +338,9 @@ func benchOneShot(b *testing.B, keepIdle time.Duration) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		req, _ := http.NewRequest("POST", "http://"+addr+"/hook", strings.NewReader(body))
+		// As ReverseProxy hands it on: wrapped, not a known in-memory reader.
+		req, _ := http.NewRequest("POST", "http://"+addr+"/hook", struct{ io.Reader }{strings.NewReader(body)})
+		req.ContentLength = int64(len(body))
 		resp, err := o.RoundTrip(req)
 		if err != nil {
 			b.Fatal(err)
