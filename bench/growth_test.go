@@ -386,13 +386,15 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 // serve's purgeLoop runs it): batches of 500, each call bounded by 10 s,
 // until a batch comes back short. With duty below 1 (an experiment:
 // HOOKONCE_GROWTH_PURGE_DUTY) it pauses after each batch so that batches
-// run only that share of the time.
+// run only that share of the time. One cursor for the run, as purgeBatches
+// gives.
 func growthPurge(ctx context.Context, s dedupe.Store, duty float64) (int, error) {
 	total := 0
+	req := dedupe.PurgeRequest{Limit: growthPurgeBatch, Cursor: new(dedupe.PurgeCursor)}
 	for {
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, growthPurgeCall)
-		n, err := s.Purge(cctx, dedupe.PurgeRequest{Limit: growthPurgeBatch})
+		n, err := s.Purge(cctx, req)
 		cancel()
 		total += n
 		if err != nil {

@@ -294,6 +294,23 @@ type PurgeRequest struct {
 	// Limit bounds the number of records removed in one call (0: no bound),
 	// so a background purge never holds the store for long.
 	Limit int
+	// Cursor, when non-nil, carries one run of calls (the same request,
+	// repeated until a call comes back short) on from where the previous
+	// call stopped: a store that finds what to remove in index order may
+	// start there and advance it. A row a call skipped (locked by another
+	// transaction, or under a live lease) may lie behind the cursor and is
+	// left for the next run, so give every run a new zero PurgeCursor and
+	// never keep one across runs. Stores that gain nothing leave it alone.
+	Cursor *PurgeCursor
+}
+
+// PurgeCursor is where a run of Purge calls has got to (see
+// PurgeRequest.Cursor). The zero value is the start; only the store that
+// advanced it reads it.
+type PurgeCursor struct {
+	// Records and Conflicts are the largest ExpiresAt (ReceivedAt when the
+	// request sets ReceivedBefore) of the rows the run removed so far.
+	Records, Conflicts time.Time
 }
 
 // Reader is the part of a Store that only reads: what the operator's

@@ -29,6 +29,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -809,31 +810,50 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 }
 
 // purgeSQL is Purge's DELETE of one batch of records and of conflicts
-// ($1 the batch; $2 the cut-off when byReceived). The expiry cut-off is the
-// database clock read once by a sub-select: clock_timestamp() itself is
-// volatile, and a volatile comparison is never an index condition, so
-// `expires_at <= clock_timestamp()` walked the expires_at index as a filter,
-// fetching every live row's heap tuple, whenever fewer than a batch were
-// expired (the last call of every purge: the whole table, every minute).
-// The sub-select is an InitPlan, evaluated once: an index condition.
+// ($1 the batch; $2 the run's cursor, the lower bound; $3 the cut-off when
+// byReceived); each answers how many rows went and the largest expires_at
+// (received_at) among them, the next call's lower bound.
+//
+// The expiry cut-off is the database clock read once by a sub-select:
+// clock_timestamp() itself is volatile, and a volatile comparison is never
+// an index condition, so `expires_at <= clock_timestamp()` walked the
+// expires_at index as a filter, fetching every live row's heap tuple,
+// whenever fewer than a batch were expired (the last call of every purge:
+// the whole table, every minute). The sub-select is an InitPlan, evaluated
+// once: an index condition.
+//
+// The lower bound is an index condition too. The index entries of the rows
+// earlier batches deleted stay in the index, dead, until vacuum removes
+// them; from the index's start every batch stepped over all of them, so a
+// day's purge slowed as it went, the more the larger the store
+// (docs/performance.md, "Cost as the store grows"). It is >=, not >: rows
+// share an expires_at, and a batch may end among them.
 func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
-	recWhere, recOrder := `expires_at <= (SELECT clock_timestamp())`, `expires_at`
+	col, before := `expires_at`, `<= (SELECT clock_timestamp())`
 	if byReceived {
-		recWhere, recOrder = `received_at < $2`, `received_at`
+		col, before = `received_at`, `< $3`
 	}
+	recWhere := col + ` >= $2 AND ` + col + ` ` + before
 	recSQL = `
 		WITH v AS (
 			SELECT sender, key FROM hookonce_records
 			WHERE ` + recWhere + ` AND ` + live + `
-			ORDER BY ` + recOrder + ` LIMIT $1
+			ORDER BY ` + col + ` LIMIT $1
 			FOR UPDATE SKIP LOCKED
+		), d AS (
+			DELETE FROM hookonce_records r USING v WHERE r.sender = v.sender AND r.key = v.key
+			RETURNING r.` + col + `
 		)
-		DELETE FROM hookonce_records r USING v WHERE r.sender = v.sender AND r.key = v.key`
+		SELECT count(*), max(` + col + `) FROM d`
 	confSQL = `
-		DELETE FROM hookonce_conflicts WHERE id IN (
-			SELECT id FROM hookonce_conflicts WHERE ` + recWhere + `
-			ORDER BY ` + recOrder + ` LIMIT $1 FOR UPDATE SKIP LOCKED)`
+		WITH d AS (
+			DELETE FROM hookonce_conflicts WHERE id IN (
+				SELECT id FROM hookonce_conflicts WHERE ` + recWhere + `
+				ORDER BY ` + col + ` LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING ` + col + `
+		)
+		SELECT count(*), max(` + col + `) FROM d`
 	return recSQL, confSQL
 }
 
@@ -843,42 +863,69 @@ func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 // protects the row. Whatever req says, it also removes object locks whose
 // lease ended more than objectGrace ago (their holders died); they are not
 // counted.
+//
+// Each batch starts where the run's cursor (req.Cursor, or one of this
+// call's own when nil) says the previous one ended, and advances it. The
+// cursor only narrows what a batch looks at, never what it may delete: a
+// row it passes over (locked, under a live lease) is left for the next run,
+// which starts from the index's start. Two replicas purging at once each
+// have their own cursor; SKIP LOCKED splits the rows between them, and a
+// row one of them passed because the other held it is deleted by the other
+// or, if that transaction fails, found by the next run.
 func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
-	recSQL, confSQL := purgeSQL(!req.ReceivedBefore.IsZero())
-	var args []any
-	if !req.ReceivedBefore.IsZero() {
-		args = append(args, req.ReceivedBefore)
+	byReceived := !req.ReceivedBefore.IsZero()
+	recSQL, confSQL := purgeSQL(byReceived)
+	cur := req.Cursor
+	if cur == nil {
+		cur = new(dedupe.PurgeCursor)
 	}
-
 	batch := req.Limit
 	if batch <= 0 {
 		batch = purgeBatch
 	}
-	removed := 0
-	for {
-		tag, err := s.pool.Exec(ctx, recSQL, append([]any{batch}, args...)...)
-		if err != nil {
-			return removed, fail("purge", err)
-		}
-		n := int(tag.RowsAffected())
-		removed += n
-		if req.Limit > 0 || n < batch {
-			break
+	// run deletes batches from *from on, moving it to the largest value
+	// deleted, until one comes back short (one only when req.Limit is set).
+	run := func(what, sql string, from *time.Time) (int, error) {
+		removed := 0
+		for {
+			args := []any{batch, purgeFrom(*from)}
+			if byReceived {
+				args = append(args, req.ReceivedBefore)
+			}
+			var n int
+			var last *time.Time
+			if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n, &last); err != nil {
+				return removed, fail(what, err)
+			}
+			removed += n
+			if last != nil {
+				*from = *last
+			}
+			if req.Limit > 0 || n < batch {
+				return removed, nil
+			}
 		}
 	}
-	for {
-		tag, err := s.pool.Exec(ctx, confSQL, append([]any{batch}, args...)...)
-		if err != nil {
-			return removed, fail("purge conflicts", err)
-		}
-		if req.Limit > 0 || int(tag.RowsAffected()) < batch {
-			break
-		}
+	removed, err := run("purge", recSQL, &cur.Records)
+	if err != nil {
+		return removed, err
+	}
+	if _, err := run("purge conflicts", confSQL, &cur.Conflicts); err != nil {
+		return removed, err
 	}
 	if err := s.purgeObjects(ctx, batch, req.Limit > 0); err != nil {
 		return removed, err
 	}
 	return removed, nil
+}
+
+// purgeFrom is a cursor's lower bound: the zero time (no row removed yet)
+// is -infinity, before every row.
+func purgeFrom(t time.Time) any {
+	if t.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return t
 }
 
 // Ping implements dedupe.Store: the database answers and the schema is at

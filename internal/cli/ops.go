@@ -25,9 +25,13 @@ const (
 // purgeBatches is the one purge loop (serve's background purge and the
 // purge command): Purge with req (req.Limit is the batch) until a batch
 // comes back short, each call bounded by perCall (0: only ctx). It returns
-// how many records were removed, also when it stops at an error.
+// how many records were removed, also when it stops at an error. Each run
+// has a new cursor (req.Cursor), so a batch carries on where the one before
+// it ended, and every run starts from the beginning once and finds what an
+// earlier run passed over.
 func purgeBatches(ctx context.Context, s dedupe.Store, req dedupe.PurgeRequest, perCall time.Duration) (int, error) {
 	total := 0
+	req.Cursor = new(dedupe.PurgeCursor)
 	for {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if perCall > 0 {

@@ -68,9 +68,16 @@ type purgeStore struct {
 	batches []int
 	calls   int
 	fail    error
+	cursors []*dedupe.PurgeCursor // each call's req.Cursor
+	seen    []dedupe.PurgeCursor  // and where it stood
 }
 
 func (p *purgeStore) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	p.cursors = append(p.cursors, req.Cursor)
+	if req.Cursor != nil {
+		p.seen = append(p.seen, *req.Cursor)
+		req.Cursor.Records = time.Unix(int64(len(p.seen)), 0) // as a store advances it
+	}
 	if p.calls == len(p.batches) {
 		return 0, p.fail
 	}
@@ -87,6 +94,20 @@ func TestPurgeBatches(t *testing.T) {
 	p := &purgeStore{batches: []int{10, 10, 3}}
 	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, time.Second); n != 23 || err != nil || p.calls != 3 {
 		t.Fatalf("purged %d in %d calls (%v), want 23 in 3", n, p.calls, err)
+	}
+	// One cursor through a run, a new one for the next run: what a run
+	// passed over is found by the next.
+	if p.cursors[0] == nil || p.cursors[1] != p.cursors[0] || p.cursors[2] != p.cursors[0] ||
+		!p.seen[0].Records.IsZero() || !p.seen[2].Records.Equal(time.Unix(2, 0)) {
+		t.Fatalf("one run's cursors %v at %v, want one, from the start, advanced by each call", p.cursors, p.seen)
+	}
+	first := p.cursors[0]
+	p.calls, p.cursors, p.seen = 0, nil, nil
+	if _, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10, Cursor: first}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.cursors[0] == first || !p.seen[0].Records.IsZero() {
+		t.Fatalf("second run's cursor %p at %v, want a new one from the start (the first run's was %p)", p.cursors[0], p.seen[0], first)
 	}
 	p = &purgeStore{batches: []int{10, 10}, fail: dedupe.ErrUnavailable}
 	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, 0); n != 20 || !errors.Is(err, dedupe.ErrUnavailable) {
