@@ -53,9 +53,10 @@ type oneShot struct {
 	// request; 0: none is kept.
 	keepIdle time.Duration
 
-	mu   sync.Mutex
-	idle []idleConn // most recently returned last
-	shut bool       // closeIdle was called: keep nothing more
+	mu    sync.Mutex
+	idle  []idleConn  // most recently returned last
+	sweep *time.Timer // closes what waited keepIdle, while any waits
+	shut  bool        // closeIdle was called: keep nothing more
 }
 
 // idleConn is a connection waiting for its next request, since when.
@@ -120,6 +121,33 @@ func (o *oneShot) put(nc net.Conn) {
 		return
 	}
 	o.idle = append(o.idle, idleConn{nc: nc, since: time.Now()})
+	if o.sweep == nil {
+		o.sweep = time.AfterFunc(o.keepIdle, o.expire)
+	}
+}
+
+// expire closes the connections that waited keepIdle or longer, so that
+// none outlives it in CLOSE_WAIT once webhooks stop coming, and runs again
+// while any are left.
+func (o *oneShot) expire() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sweep = nil
+	if o.shut {
+		return
+	}
+	now := time.Now()
+	n := 0 // the oldest are first
+	for n < len(o.idle) && now.Sub(o.idle[n].since) >= o.keepIdle {
+		o.idle[n].nc.Close()
+		n++
+	}
+	left := copy(o.idle, o.idle[n:])
+	clear(o.idle[left:])
+	o.idle = o.idle[:left]
+	if left > 0 {
+		o.sweep = time.AfterFunc(o.keepIdle-now.Sub(o.idle[0].since), o.expire)
+	}
 }
 
 // closeIdle closes the idle connections and keeps none from now on.
@@ -127,6 +155,10 @@ func (o *oneShot) closeIdle() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut = true
+	if o.sweep != nil {
+		o.sweep.Stop()
+		o.sweep = nil
+	}
 	for _, ic := range o.idle {
 		ic.nc.Close()
 	}

@@ -352,3 +352,39 @@ func benchOneShot(b *testing.B, keepIdle time.Duration) {
 		}
 	}
 }
+
+// A kept connection that no webhook takes again is closed once it has
+// waited keepIdle: none lingers (in CLOSE_WAIT, after the site's own idle
+// timeout) when webhooks stop coming.
+func TestOneShotKeptConnectionsExpire(t *testing.T) {
+	closed := make(chan struct{})
+	addr, _ := rawSite(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		if _, err := br.ReadByte(); err == io.EOF {
+			close(closed) // hookonce closed it
+		}
+	})
+	o := newOneShot(50 * time.Millisecond)
+	defer o.closeIdle()
+	resp, err := o.RoundTrip(oneShotRequest(t, context.Background(), addr, "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the kept connection was still open 5 s after it was last used")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.idle) != 0 || o.sweep != nil {
+		t.Fatalf("%d connections kept, sweep %v", len(o.idle), o.sweep != nil)
+	}
+}
