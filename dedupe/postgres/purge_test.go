@@ -21,21 +21,8 @@ import (
 // (bench/growth_test.go measured it: 10 M records.) The run's cursor, the
 // lower bound, is one too, for both kinds of purge.
 func TestPurgeCutOffIsAnIndexCondition(t *testing.T) {
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	// An empty table is cheapest to scan whole: ask for the index.
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	conn := indexOnly(t, s)
 	rec, conf := postgres.PurgeSQL(false)
 	recRcv, confRcv := postgres.PurgeSQL(true)
 	from := time.Now().Add(-time.Hour) // a run's cursor after its first batch
@@ -82,11 +69,7 @@ func explain(t *testing.T, conn *pgxpool.Conn, sql string, args ...any) string {
 // grows").
 func TestPurgeBatchStartsWhereTheLastEnded(t *testing.T) {
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// Five rows a second apart, then four sharing one expires_at: a batch
 	// ends among them, and the next must not pass the rest (>=, not >).
@@ -106,14 +89,7 @@ func TestPurgeBatchStartsWhereTheLastEnded(t *testing.T) {
 	}
 
 	// The second batch's plan: the cursor bounds the index scan.
-	conn, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := indexOnly(t, s)
 	rec, _ := postgres.PurgeSQL(false)
 	if p := explain(t, conn, rec, 3, cur.Records); !strings.Contains(p, "Index Cond: ((expires_at >= ") {
 		t.Errorf("second batch's plan has no lower bound in its Index Cond:\n%s", p)
@@ -153,11 +129,7 @@ func TestPurgeBatchStartsWhereTheLastEnded(t *testing.T) {
 // index's start, removes it. Never skipped for good.
 func TestPurgeNextRunFindsWhatOneSkipped(t *testing.T) {
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.Shared(t).NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	for i := range 10 {
 		insertExpired(t, s, fmt.Sprintf("k%d", i), base.Add(time.Duration(i)*time.Second))
@@ -209,6 +181,22 @@ func TestPurgeNextRunFindsWhatOneSkipped(t *testing.T) {
 }
 
 // insertExpired writes a done record of sender "s" that expired at exp.
+// indexOnly is a connection of s's pool on which the planner takes an
+// index wherever one serves: a small table is cheapest to scan whole, and
+// the plans under test are those of a large one.
+func indexOnly(t *testing.T, s *postgres.Store) *pgxpool.Conn {
+	t.Helper()
+	conn, err := s.Pool().Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(context.Background(), `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 func insertExpired(t *testing.T, s *postgres.Store, key string, exp time.Time) {
 	t.Helper()
 	if _, err := s.Pool().Exec(context.Background(), `
