@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,7 +210,8 @@ func TestKeptConnectionClosedUnderTheWrite(t *testing.T) {
 	site := proxytest.NewUpstreamWith(t, nil, func(s *http.Server) { s.IdleTimeout = 5 * time.Millisecond })
 	store := newStore(t)
 	cfg := shopConfig + "    in_progress: reject\n"
-	pxs := []*httptest.Server{proxytest.StartProxy(t, store, site.URL, cfg), proxytest.StartProxy(t, store, site.URL, cfg)}
+	ins := []*proxytest.Instance{proxytest.Start(t, store, site.URL, cfg), proxytest.Start(t, store, site.URL, cfg)}
+	pxs := []*httptest.Server{ins[0].Server, ins[1].Server}
 	const senders, perSender = 32, 15
 	var retried atomic.Int64
 	var wg sync.WaitGroup
@@ -242,4 +244,10 @@ func TestKeptConnectionClosedUnderTheWrite(t *testing.T) {
 		}
 	}
 	t.Logf("%d events, %d retries", senders*perSender, retried.Load())
+	// The log says which failures came on a kept connection: an operator
+	// lays them next to the site's restarts.
+	const kept = "on a connection kept from an earlier forward"
+	if retried.Load() > 0 && !strings.Contains(ins[0].Logs.String()+ins[1].Logs.String(), kept) {
+		t.Errorf("%d retries, and no log line says %q", retried.Load(), kept)
+	}
 }

@@ -173,16 +173,24 @@ var (
 // sendError is oneShot's error once the connection was dialled: written
 // bytes of the request had reached the connection when err ended the
 // forward. written 0 means the site cannot have seen the request.
+// kept: the connection was kept from an earlier forward (trap 32), which
+// the log says, so that an operator can lay such failures next to the
+// site's restarts.
 type sendError struct {
 	written int64
 	err     error
+	kept    bool
 }
 
 func (e *sendError) Error() string {
-	if e.written == 0 {
-		return e.err.Error() + " (nothing of the request was written)"
+	on := ""
+	if e.kept {
+		on = ", on a connection kept from an earlier forward"
 	}
-	return fmt.Sprintf("%v (after %d bytes of the request were written)", e.err, e.written)
+	if e.written == 0 {
+		return e.err.Error() + " (nothing of the request was written" + on + ")"
+	}
+	return fmt.Sprintf("%v (after %d bytes of the request were written%s)", e.err, e.written, on)
 }
 
 func (e *sendError) Unwrap() error { return e.err }
@@ -207,6 +215,7 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	if keep {
 		nc = o.take()
 	}
+	kept := nc != nil
 	if nc == nil {
 		var err error
 		if nc, err = o.dial(ctx, "tcp", addr); err != nil {
@@ -225,7 +234,7 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
-		return nil, &sendError{written: conn.written, err: err}
+		return nil, &sendError{written: conn.written, kept: kept, err: err}
 	}
 
 	// Connection: close: the site ends the connection with its answer.
