@@ -130,10 +130,8 @@ func joinKey(parts []KeyPart, req *Request) (string, error) {
 }
 
 func (k KeyPart) extract(req *Request) (string, error) {
-	for _, c := range k.When {
-		if !c.Holds(req) {
-			return "", nil
-		}
+	if !allHold(k.When, req) {
+		return "", nil
 	}
 	v, ok, err := req.Value(k.Source, k.Name)
 	if err == nil && (!ok || v == "") && k.Fallback != "" {

@@ -258,7 +258,7 @@ func parseMultipartPHP(body []byte, ct string) (root *phpVar, bad string) {
 				}
 			}
 		}
-		if strings.EqualFold(strings.TrimLeft(name, " "), "MAX_FILE_SIZE") || strings.Contains(strings.ToUpper(name), "MAX_FILE_SIZE") {
+		if strings.Contains(strings.ToUpper(name), "MAX_FILE_SIZE") { // PHP's name, and every spelling near it
 			maxFileSize = true
 		}
 		if fields++; fields <= maxInputVars {

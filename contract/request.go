@@ -163,16 +163,8 @@ func (q *Request) Unreadable() error {
 	if strings.IndexByte(q.RawQuery, '[') >= 0 && q.queryVars().over {
 		return unreadable(fmt.Sprintf("a query that builds more than %d arrays", maxFormArrays))
 	}
-	if q.Method != http.MethodPost {
-		return nil
-	}
-	form := false
-	for _, ct := range q.Header.Values("Content-Type") {
-		form = form || formKind(ct) != ""
-	}
-	if !form {
-		return nil
-	}
+	// Form reads the Content-Type once and answers errNotForm, or an
+	// empty $_POST for a method other than POST, without parsing.
 	if _, err := q.Form(); errors.Is(err, ErrUnreadableBody) {
 		return err
 	}

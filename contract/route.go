@@ -453,6 +453,17 @@ type Condition struct {
 	Matches *regexp.Regexp
 }
 
+// allHold reports whether every condition in cs holds for req (true for
+// none).
+func allHold(cs []Condition, req *Request) bool {
+	for _, c := range cs {
+		if !c.Holds(req) {
+			return false
+		}
+	}
+	return true
+}
+
 // Holds reports whether the condition is true for req. A value that cannot
 // be read (a form condition on a JSON body) is absent.
 func (c Condition) Holds(req *Request) bool {

@@ -94,14 +94,7 @@ func (s *Sender) Verify(req *Request, now time.Time) error {
 // one entry holds).
 func (s *Sender) PassesUnkeyed(req *Request) bool {
 	for _, shape := range s.PassUnkeyed {
-		all := len(shape) > 0
-		for _, c := range shape {
-			if !c.Holds(req) {
-				all = false
-				break
-			}
-		}
-		if all {
+		if len(shape) > 0 && allHold(shape, req) {
 			return true
 		}
 	}
