@@ -19,25 +19,7 @@ import (
 // deliveries about one order run one at a time and every order ships once,
 // while different orders still run in parallel.
 func TestSerializeOneOrderAtATime(t *testing.T) {
-	const orders = 20
-	store := func(t *testing.T) dedupe.Store { return newStore(t) }
-	t.Run("Control", func(t *testing.T) {
-		r := proxytest.RunSerializeStorm(t, store, 1, orders, false)
-		t.Logf("without serialize: %d shipments for %d orders, peak %d per order, %d at once", r.Shipments, orders, r.PeakPerOrder, r.Peak)
-		if r.Shipments <= orders {
-			t.Errorf("%d shipments: the control did not race (the scenario proves nothing)", r.Shipments)
-		}
-	})
-	t.Run("Serialize", func(t *testing.T) {
-		r := proxytest.RunSerializeStorm(t, store, 1, orders, true)
-		t.Logf("with serialize: %d shipments for %d orders, peak %d per order, %d at once, answers %v", r.Shipments, orders, r.PeakPerOrder, r.Peak, r.Statuses)
-		if r.Shipments != orders || r.PeakPerOrder != 1 || r.Statuses[200] != 3*orders {
-			t.Errorf("%d shipments (want %d), peak %d per order (want 1), answers %v", r.Shipments, orders, r.PeakPerOrder, r.Statuses)
-		}
-		if r.Peak < 4 {
-			t.Errorf("at most %d handlers ran at once: different orders were serialized too", r.Peak)
-		}
-	})
+	proxytest.RunSerialize(t, func(t *testing.T) dedupe.Store { return newStore(t) }, 1)
 }
 
 // Only what reaches the site takes the object: a duplicate of an event
