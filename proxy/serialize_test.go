@@ -45,6 +45,9 @@ senders:
     serialize: { key: [ { body: order } ], wait: 300ms }
 `)
 	defer once.Do(func() { close(release) })
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "zero"); r.Status != 200 || site.Executions("zero") != 1 {
+		t.Fatalf("an earlier event about o1: %d, executions %d", r.Status, site.Executions("zero"))
+	}
 	firstDone := make(chan proxytest.Reply, 1)
 	go func() {
 		firstDone <- proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "first")
@@ -56,6 +59,11 @@ senders:
 			r.Status, r.Header.Get("Retry-After"), site.Executions("second"))
 	}
 	proxytest.AssertFreed(t, store, "shop", "second")
+	// A duplicate about the busy order is replayed at once: it takes no
+	// object, so it neither waits for o1 nor gives up with 503.
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"order":"o1"}`, "X-Event-Id", "zero"); r.Status != 200 || !r.Replayed() || site.Executions("zero") != 1 {
+		t.Fatalf("duplicate about the busy order: %d replayed=%v, executions %d; want the stored answer, no run", r.Status, r.Replayed(), site.Executions("zero"))
+	}
 	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "shop", "outcome", proxy.OutcomeObjectBusy); n != 1 {
 		t.Errorf("object_busy counted %v times, want 1", n)
 	}
