@@ -785,7 +785,11 @@ func (d *delivery) forwardClaimed() {
 		// site closed under the write (trap 32).
 		ctx = context.WithValue(ctx, freshConnKey{}, true)
 	}
-	ctx = httptrace.WithClientTrace(ctx, c.trace())
+	if _, direct := p.capt.Transport.(*oneShot); !direct {
+		// oneShot says how far the request got in its own error
+		// (sendError); any other RoundTripper is traced.
+		ctx = httptrace.WithClientTrace(ctx, c.trace())
+	}
 
 	// A shallow copy is enough: ReverseProxy clones it (headers included)
 	// before Rewrite touches anything.
