@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,7 +88,7 @@ func TestEarlyAnswerIsStoredAndReplayed(t *testing.T) {
 		// A raw site reads the headers, writes a whole answer and closes
 		// with most of the body unread (the kernel resets the connection).
 		"raw": func(t *testing.T, execs *earlyCounter) string {
-			addr, _ := rawEarlySite(t, func(c net.Conn, req *http.Request) {
+			addr := rawEarlySite(t, func(c net.Conn, req *http.Request) {
 				id := req.Header.Get("X-Event-Id")
 				execs.add(id)
 				body := "done " + id
@@ -141,7 +140,7 @@ func TestResetAfterHeadersIsAmbiguous(t *testing.T) {
 		for _, mode := range []string{"release", "hold"} {
 			t.Run(size+"/"+mode, func(t *testing.T) {
 				execs := &earlyCounter{}
-				addr, _ := rawEarlySite(t, func(c net.Conn, req *http.Request) {
+				addr := rawEarlySite(t, func(c net.Conn, req *http.Request) {
 					execs.add(req.Header.Get("X-Event-Id"))
 					_ = c.(*net.TCPConn).SetLinger(0) // RST, no answer
 				})
@@ -202,34 +201,15 @@ func TestDialFailureIsUnreachable(t *testing.T) {
 }
 
 // rawEarlySite reads each request's headers (never its body) and runs
-// handle; the connection is closed when handle returns. It counts
-// connections.
-func rawEarlySite(t *testing.T, handle func(c net.Conn, req *http.Request)) (string, *atomic.Int64) {
+// handle; the connection is closed when handle returns.
+func rawEarlySite(t *testing.T, handle func(c net.Conn, req *http.Request)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	conns := new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				handle(c, req)
-			}()
+	addr, _ := proxy.RawSite(t, func(c net.Conn, br *bufio.Reader) {
+		if req, err := http.ReadRequest(br); err == nil {
+			handle(c, req)
 		}
-	}()
-	return ln.Addr().String(), conns
+	})
+	return addr
 }
 
 // startTLS runs a proxy in front of the https:// site, trusting its

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -85,51 +86,30 @@ func TestKeptConnections(t *testing.T) {
 // the connections it accepted.
 type keepAliveSite struct {
 	addr  string
-	conns atomic.Int64
+	conns *atomic.Int64
 	mu    sync.Mutex
 	runs  map[string]int
 }
 
 func newKeepAliveSite(t *testing.T, after func(c net.Conn, served int) (stop bool)) *keepAliveSite {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &keepAliveSite{addr: ln.Addr().String(), runs: map[string]int{}}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
+	s := &keepAliveSite{runs: map[string]int{}}
+	s.addr, s.conns = proxy.RawSite(t, func(c net.Conn, br *bufio.Reader) {
+		for served := 1; ; served++ {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			s.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for served := 1; ; served++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					b, _ := io.ReadAll(req.Body)
-					s.mu.Lock()
-					s.runs[proxytest.EventID(req, b)]++
-					s.mu.Unlock()
-					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
-					if after != nil && after(c, served) {
-						return
-					}
-				}
-			}()
+			b, _ := io.ReadAll(req.Body)
+			s.mu.Lock()
+			s.runs[proxytest.EventID(req, b)]++
+			s.mu.Unlock()
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+			if after != nil && after(c, served) {
+				return
+			}
 		}
-	}()
+	})
 	return s
 }
 

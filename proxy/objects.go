@@ -77,8 +77,9 @@ func (o *objectQueues) join(scope, object string) (turn <-chan struct{}, leave f
 	}, true
 }
 
-// errObjectBusy: the object stayed busy past serialize.wait.
-var errObjectBusy = errors.New("the business object stayed busy past serialize.wait")
+// busyPastWait is the logged reason of a delivery whose object stayed busy
+// past serialize.wait.
+const busyPastWait = "the business object stayed busy past serialize.wait"
 
 // takeObject waits for the delivery's object and takes it in the store.
 // The event's claim is held meanwhile (the heartbeat renews it). On false
@@ -106,7 +107,7 @@ func (d *delivery) takeObject() bool {
 	select {
 	case <-turn:
 	case <-timer.C:
-		d.objectBusy(start, errObjectBusy.Error())
+		d.objectBusy(start, busyPastWait)
 		return false
 	}
 	// At the head here: take the object in the store, waiting for another
@@ -133,7 +134,7 @@ func (d *delivery) takeObject() bool {
 			return true
 		}
 		if !d.waitObject(deadline) {
-			d.objectBusy(start, errObjectBusy.Error())
+			d.objectBusy(start, busyPastWait)
 			return false
 		}
 	}

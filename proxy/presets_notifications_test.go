@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -137,8 +138,7 @@ func TestPresetCallbacksByGETAndPOST(t *testing.T) {
 				}
 			}
 			// A tampered GET is still refused before anything is claimed.
-			bad := tc.calls[0].params
-			bad = url.Values(mapsClone(bad))
+			bad := maps.Clone(tc.calls[0].params) // Set replaces a value, never writes into it
 			bad.Set(map[string]string{"robokassa": "OutSum", "rbs": "status"}[tc.preset], "0")
 			if got := bxSend(t, "GET", px.URL+path+"?"+bad.Encode(), "", "", "X-Event-Id", "tampered"); got.Status != http.StatusUnauthorized || site.Executions("tampered") != 0 {
 				t.Fatalf("tampered GET: %d, executions %d; want 401 and none", got.Status, site.Executions("tampered"))
@@ -155,14 +155,6 @@ func TestPresetCallbacksByGETAndPOST(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mapsClone(v url.Values) map[string][]string {
-	out := make(map[string][]string, len(v))
-	for k, x := range v {
-		out[k] = append([]string(nil), x...)
-	}
-	return out
 }
 
 // TestPartialRefundsAreEvents: T-Bank notifies PARTIAL_REFUNDED once per

@@ -228,23 +228,24 @@ func (d *delivery) takeSlot() bool {
 	p, c := d.p, d.c
 	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
 		p.held.Add(-1)
-		p.refusedOverload(d.rt)
-		answerOverloaded(d.w)
+		d.overloaded()
 		return false
 	}
 	p.m.inflight.Inc()
 	return true
 }
 
-// refusedOverload counts a refusal past max_inflight, and logs at most a
-// line a second for all of them.
-func (p *Proxy) refusedOverload(rt *contract.Route) {
+// overloaded answers 503 to a delivery refused past max_inflight (a slot
+// or the body memory): counted with sender="" (no sender was chosen), and
+// logged at most a line a second for all of them.
+func (d *delivery) overloaded() {
+	p := d.p
 	p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
 	if n := p.refused.note(time.Now()); n > 0 {
-		c := p.contract.Load()
-		p.log.Warn("webhook", "sender", "", "path", rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
-			"max_inflight", c.MaxInflight, "refused", n)
+		p.log.Warn("webhook", "sender", "", "path", d.rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
+			"max_inflight", d.c.MaxInflight, "refused", n)
 	}
+	answerOverloaded(d.w)
 }
 
 func (d *delivery) freeSlot() {
@@ -458,10 +459,8 @@ func (d *delivery) serve() {
 	defer func() { d.p.bodyBytes.Add(-d.reserved) }()
 	body, err := readBody(r.Body, r.ContentLength, maxBody, d.reserve)
 	if errors.Is(err, errBodyBudget) {
-		d.choose(d.firstCandidate())
-		d.p.refusedOverload(d.rt)
 		w.Header().Set("Connection", "close") // the rest of the body is not read
-		answerOverloaded(w)
+		d.overloaded()
 		return
 	}
 	if err != nil {
@@ -786,7 +785,11 @@ func (d *delivery) forwardClaimed() {
 		// site closed under the write (trap 32).
 		ctx = context.WithValue(ctx, freshConnKey{}, true)
 	}
-	ctx = httptrace.WithClientTrace(ctx, c.trace())
+	if _, direct := p.capt.Transport.(*oneShot); !direct {
+		// oneShot says how far the request got in its own error
+		// (sendError); any other RoundTripper is traced.
+		ctx = httptrace.WithClientTrace(ctx, c.trace())
+	}
 
 	// A shallow copy is enough: ReverseProxy clones it (headers included)
 	// before Rewrite touches anything.

@@ -139,24 +139,31 @@ func RunSerializeStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, r
 	return res
 }
 
-// RunSerializeReplicas runs the storm over two replicas on one backend,
-// with and without serialize: without, orders ship more than once (the
-// control); with, every order ships once, no two deliveries about one
-// order run at once across the replicas, and different orders run in
-// parallel.
+// RunSerializeReplicas runs the storm over two replicas on one backend
+// (RunSerialize).
 func RunSerializeReplicas(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
+	RunSerialize(t, newStore, 2)
+}
+
+// RunSerialize runs the storm over replicas on one backend, with and
+// without serialize: without, orders ship more than once (the control:
+// else the scenario proves nothing); with, every order ships once, no two
+// deliveries about one order run at once across the replicas, and
+// different orders run in parallel.
+func RunSerialize(t *testing.T, newStore func(t *testing.T) dedupe.Store, replicas int) {
 	const orders = 20
 	t.Run("Control", func(t *testing.T) {
-		r := RunSerializeStorm(t, newStore, 2, orders, false)
-		t.Logf("two replicas without serialize: %d shipments for %d orders", r.Shipments, orders)
+		r := RunSerializeStorm(t, newStore, replicas, orders, false)
+		t.Logf("%d replica(s) without serialize: %d shipments for %d orders, peak %d per order, %d at once",
+			replicas, r.Shipments, orders, r.PeakPerOrder, r.Peak)
 		if r.Shipments <= orders {
 			t.Errorf("%d shipments: the control did not race", r.Shipments)
 		}
 	})
 	t.Run("Serialize", func(t *testing.T) {
-		r := RunSerializeStorm(t, newStore, 2, orders, true)
-		t.Logf("two replicas with serialize: %d shipments for %d orders, peak %d per order, %d at once, answers %v",
-			r.Shipments, orders, r.PeakPerOrder, r.Peak, r.Statuses)
+		r := RunSerializeStorm(t, newStore, replicas, orders, true)
+		t.Logf("%d replica(s) with serialize: %d shipments for %d orders, peak %d per order, %d at once, answers %v",
+			replicas, r.Shipments, orders, r.PeakPerOrder, r.Peak, r.Statuses)
 		if r.Shipments != orders || r.PeakPerOrder != 1 || r.Statuses[200] != 3*orders {
 			t.Errorf("%d shipments (want %d), peak %d per order (want 1), answers %v", r.Shipments, orders, r.PeakPerOrder, r.Statuses)
 		}
