@@ -8,14 +8,12 @@ package deploy_test
 
 import (
 	"crypto/md5"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hookonce/hookonce/internal/providersign"
 )
 
 // quickstartConfig is the YAML block after <!-- quickstart-config --> in
@@ -79,33 +77,11 @@ func TestQuickStartFromTheREADME(t *testing.T) {
 	const path = "/bitrix/tools/sale_ps_result.php"
 
 	robo := url.Values{"OutSum": {"1500.00"}, "InvId": {"4711"}, "SHP_HANDLER": {"ROBOXCHANGE"}}
-	sum := md5.Sum([]byte("1500.00:4711:robo-pass-2:SHP_HANDLER=ROBOXCHANGE"))
-	robo.Set("SignatureValue", strings.ToUpper(hex.EncodeToString(sum[:])))
+	robo.Set("SignatureValue", providersign.Robokassa(md5.New, "robo-pass-2", robo))
 
 	tb := map[string]any{"TerminalKey": "1700000000000DEMO", "OrderId": "77", "Success": true, "Status": "CONFIRMED",
 		"PaymentId": "13660", "Amount": 150000}
-	vals := map[string]string{"Password": "tbank-pass"}
-	for k, v := range tb {
-		switch x := v.(type) {
-		case string:
-			vals[k] = x
-		case bool:
-			vals[k] = map[bool]string{true: "true", false: "false"}[x]
-		case int:
-			vals[k] = strconv.Itoa(x)
-		}
-	}
-	names := make([]string, 0, len(vals))
-	for k := range vals {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var concat strings.Builder
-	for _, k := range names {
-		concat.WriteString(vals[k])
-	}
-	token := sha256.Sum256([]byte(concat.String()))
-	tb["Token"] = hex.EncodeToString(token[:])
+	tb["Token"] = providersign.TBankToken("tbank-pass", tb)
 	tbBody, _ := json.Marshal(tb)
 
 	for _, n := range []struct{ name, method, target, ctype, body, id, ok string }{
