@@ -84,36 +84,20 @@ func TestQuickStartFromTheREADME(t *testing.T) {
 	tb["Token"] = providersign.TBankToken("tbank-pass", tb)
 	tbBody, _ := json.Marshal(tb)
 
-	for _, n := range []struct{ name, method, target, ctype, body, id, ok string }{
-		{"Robokassa", "GET", path + "?" + robo.Encode(), "", "", "robokassa-4711", "OK4711"},
-		{"T-Bank", "POST", path, "application/json", string(tbBody), "tbank-13660-CONFIRMED", "OK"},
+	for _, n := range []struct{ name, method, target, body, id, ok string }{
+		{"Robokassa", "GET", path + "?" + robo.Encode(), "", "robokassa-4711", "OK4711"},
+		{"T-Bank", "POST", path, string(tbBody), "tbank-13660-CONFIRMED", "OK"},
 	} {
 		t.Run(n.name, func(t *testing.T) {
-			var first reply
 			for i := range 2 {
-				var r reply
-				if n.method == "GET" {
-					r = send(t, s.front.URL, "127.0.0.2", "GET", n.target, "")
-				} else {
-					r = sendJSON(t, s.front.URL, "127.0.0.2", n.target, n.body)
-				}
+				r := send(t, s.front.URL, "127.0.0.2", n.method, n.target, n.body)
 				if r.status != 200 || r.body != n.ok || (i == 1) != r.replayed() {
 					t.Fatalf("delivery %d: %d %q replayed=%v; want 200 %q, the repeat replayed", i+1, r.status, r.body, r.replayed(), n.ok)
 				}
-				if i == 0 {
-					first = r
-				}
 			}
 			if runs := s.runs(t, n.id); len(runs) != 1 {
-				t.Fatalf("the handler ran %d times for %s, want once (first answer %q)", len(runs), n.id, first.body)
+				t.Fatalf("the handler ran %d times for %s, want once", len(runs), n.id)
 			}
 		})
 	}
-}
-
-// sendJSON posts a JSON body through send (whose POSTs carry a JSON
-// Content-Type).
-func sendJSON(t *testing.T, addr, from, target, body string) reply {
-	t.Helper()
-	return send(t, addr, from, "POST", target, body)
 }
