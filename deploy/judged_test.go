@@ -8,18 +8,15 @@ package deploy_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/internal/sitetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -87,17 +84,7 @@ func startJudged(t *testing.T) (*sitetest.Site, *proxytest.Instance) {
 	t.Helper()
 	t.Setenv("SITE_TEST_STRIPE_SECRET", stripeSecret)
 	site := sitetest.Start(t, sitetest.Options{Scripts: judgedScripts, Server: func(c sitetest.Conf) string { return siteConf(t, c) }})
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	ho := proxytest.Start(t, store, site.URL, judgedConfig)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", ho.Logs.String())
-		}
-	})
+	ho := startHookonce(t, site.URL, judgedConfig)
 	return site, ho
 }
 

@@ -166,17 +166,7 @@ func startStack(t *testing.T, scripts map[string]string, config string, paths []
 		Scripts: scripts,
 		Server:  func(c sitetest.Conf) string { return siteConf(t, c) },
 	})
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	s.ho = proxytest.Start(t, store, s.site.URL, config)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", s.ho.Logs.String())
-		}
-	})
+	s.ho = startHookonce(t, s.site.URL, config)
 	s.front = sitetest.StartNginx(t, sitetest.NginxOptions{
 		HTTP: func(listen string) string {
 			return frontConf(t, listen, strings.TrimPrefix(s.ho.URL, "http://"), s.site.Root, s.site.FastCGI, paths)
@@ -184,6 +174,24 @@ func startStack(t *testing.T, scripts map[string]string, config string, paths []
 		Files: map[string]string{"hookonce-webhook.conf": string(readFile(t, "nginx/hookonce-webhook.conf"))},
 	})
 	return s
+}
+
+// startHookonce runs hookonce (proxytest, on a fresh SQLite store) in
+// front of upstream with config; its log is printed if the test fails.
+func startHookonce(t *testing.T, upstream, config string) *proxytest.Instance {
+	t.Helper()
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	ho := proxytest.Start(t, store, upstream, config)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("hookonce log:\n%s", ho.Logs.String())
+		}
+	})
+	return ho
 }
 
 // runs returns the PHP runs that read id.
