@@ -12,7 +12,6 @@ package contract_test
 import (
 	"bytes"
 	"crypto/md5"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
@@ -23,13 +22,14 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/internal/providersign"
 )
 
 // genericSeeds are the seed corpora of the targets below (see seedsFor).
 var genericSeeds = map[string]func() []seed{
 	"FuzzFieldsSignature": func() []seed {
 		robo := url.Values{"OutSum": {"100.000000"}, "InvId": {"42"}, "SHP_HANDLER": {"ROBOXCHANGE"}, "shp_b": {"x y"}}
-		robo.Set("SignatureValue", fuzzRobokassa(fuzzSecrets["generic"], robo))
+		robo.Set("SignatureValue", providersign.Robokassa(md5.New, fuzzSecrets["generic"], robo))
 		rbs := url.Values{"mdOrder": {"3ff6962a"}, "operation": {"deposited"}, "status": {"1"}, "amount": {"150"}, "sign_alias": {"k"}}
 		rbs.Set("checksum", fuzzRBS(fuzzSecrets["generic"], rbs))
 		return []seed{
@@ -44,7 +44,7 @@ var genericSeeds = map[string]func() []seed{
 	},
 	"FuzzBodySignature": func() []seed {
 		tb := `{"TerminalKey":"T","Amount":100,"Success":true,"Status":"CONFIRMED","PaymentId":7,"DATA":{"a":1},"Token":"` +
-			fuzzTBank(fuzzSecrets["generic"], map[string]string{"TerminalKey": "T", "Amount": "100", "Success": "true", "Status": "CONFIRMED", "PaymentId": "7"}) + `"}`
+			providersign.TBankToken(fuzzSecrets["generic"], map[string]string{"TerminalKey": "T", "Amount": "100", "Success": "true", "Status": "CONFIRMED", "PaymentId": "7"}) + `"}`
 		cp := "TransactionId=504&Amount=10.00"
 		return []seed{
 			{[]byte(tb), ""},
@@ -57,21 +57,6 @@ var genericSeeds = map[string]func() []seed{
 			{[]byte{0xff, '{'}, ""},
 		}
 	},
-}
-
-// fuzzRobokassa: MD5 of OutSum:InvId:secret:Shp_k=v… (Shp_ in any case,
-// sorted by name), upper-case hex.
-func fuzzRobokassa(secret string, f url.Values) string {
-	parts := []string{f.Get("OutSum"), f.Get("InvId"), secret}
-	var shp []string
-	for k := range f {
-		if len(k) >= 4 && strings.EqualFold(k[:4], "shp_") {
-			shp = append(shp, k+"="+f.Get(k))
-		}
-	}
-	sort.Strings(shp)
-	sum := md5.Sum([]byte(strings.Join(append(parts, shp...), ":")))
-	return strings.ToUpper(hex.EncodeToString(sum[:]))
 }
 
 // fuzzRBS: HMAC-SHA256 of name;value; for every field but checksum and
@@ -89,28 +74,6 @@ func fuzzRBS(secret string, f url.Values) string {
 		b.WriteString(k + ";" + f.Get(k) + ";")
 	}
 	return strings.ToUpper(hex.EncodeToString(mac([]byte(secret), b.String())))
-}
-
-// fuzzTBank: SHA-256 of the values sorted by name with Password among
-// them, lower-case hex.
-func fuzzTBank(secret string, vals map[string]string) string {
-	all := map[string]string{"Password": secret}
-	for k, v := range vals {
-		if k != "Token" && k != "Password" {
-			all[k] = v
-		}
-	}
-	names := make([]string, 0, len(all))
-	for k := range all {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for _, k := range names {
-		b.WriteString(all[k])
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
 }
 
 func fuzzPresetSender(t testing.TB, preset string) *contract.Sender {
@@ -146,7 +109,7 @@ func FuzzFieldsSignature(f *testing.F) {
 		verdictOn(t, robo, req, fuzzNow, func() bool {
 			vals := asValues(req, contract.FromRequest)
 			for _, s := range secrets {
-				if strings.EqualFold(vals.Get("SignatureValue"), fuzzRobokassa(s, vals)) {
+				if strings.EqualFold(vals.Get("SignatureValue"), providersign.Robokassa(md5.New, s, vals)) {
 					return true
 				}
 			}
@@ -179,7 +142,7 @@ func FuzzBodySignature(f *testing.F) {
 				return false
 			}
 			for _, s := range secrets {
-				if fields["Token"] == fuzzTBank(s, fields) {
+				if fields["Token"] == providersign.TBankToken(s, fields) {
 					return true
 				}
 			}

@@ -22,7 +22,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
@@ -32,11 +31,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookonce/hookonce/internal/providersign"
 )
 
 const (
@@ -125,26 +125,6 @@ func lowerWord(r *rand.Rand, n int) string {
 
 var oracleHashes = map[string]func() hash.Hash{"md5": md5.New, "sha1": sha1.New, "sha256": sha256.New, "sha512": sha512.New}
 
-// signRobokassa is Robokassa's Result URL rule as its documentation
-// gives it: OutSum:InvId:Password2, then the Shp_ parameters sorted by
-// name as name=value, joined with ":", hashed, upper-case hex.
-func signRobokassa(alg, password string, f url.Values) string {
-	parts := []string{f.Get("OutSum"), f.Get("InvId"), password}
-	var shp []string
-	for k := range f {
-		if strings.HasPrefix(strings.ToLower(k), "shp_") {
-			shp = append(shp, k)
-		}
-	}
-	sort.Strings(shp)
-	for _, k := range shp {
-		parts = append(parts, k+"="+f.Get(k))
-	}
-	h := oracleHashes[alg]()
-	h.Write([]byte(strings.Join(parts, ":")))
-	return strings.ToUpper(hex.EncodeToString(h.Sum(nil)))
-}
-
 func TestNPMOracleRobokassa(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	algs := []string{"md5", "sha1", "sha256", "sha512"}
@@ -171,7 +151,7 @@ func TestNPMOracleRobokassa(t *testing.T) {
 			f.Set("EMail", "buyer@example.com")
 			f.Set("Fee", "1.50")
 		}
-		sig := signRobokassa(alg, password, f)
+		sig := providersign.Robokassa(oracleHashes[alg], password, f)
 		variant := ""
 		switch i % 8 {
 		case 1:
@@ -182,13 +162,13 @@ func TestNPMOracleRobokassa(t *testing.T) {
 			f.Set(prefix+"zzzzzz", "1")
 		case 3:
 			variant = "wrong password"
-			sig = signRobokassa(alg, password+"x", f)
+			sig = providersign.Robokassa(oracleHashes[alg], password+"x", f)
 		case 4:
 			variant = "lower-case signature"
 			sig = strings.ToLower(sig)
 		case 5:
 			variant = "another algorithm's signature"
-			sig = signRobokassa(algs[(slices.Index(algs, alg)+1)%len(algs)], password, f)
+			sig = providersign.Robokassa(oracleHashes[algs[(slices.Index(algs, alg)+1)%len(algs)]], password, f)
 		case 6:
 			variant = "no signature"
 			sig = ""
@@ -281,36 +261,6 @@ func TestNPMOracleCloudPayments(t *testing.T) {
 	compareVerdicts(t, ours, npmOracle(t, cases), what)
 }
 
-// signTBank is T-Bank's Token rule as its documentation gives it: the
-// root's scalar values and Password, sorted by name, concatenated,
-// SHA-256, lower-case hex.
-func signTBank(password string, payload map[string]any) string {
-	vals := map[string]string{"Password": password}
-	for k, v := range payload {
-		switch x := v.(type) {
-		case string:
-			vals[k] = x
-		case bool:
-			vals[k] = strconv.FormatBool(x)
-		case int:
-			vals[k] = strconv.Itoa(x)
-		}
-	}
-	vals["Password"] = password // a sent Password field is replaced
-	delete(vals, "Token")
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(vals[k])
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
-}
-
 func TestNPMOracleTBank(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	statuses := []string{"AUTHORIZED", "CONFIRMED", "REVERSED", "REFUNDED", "REJECTED"}
@@ -339,7 +289,7 @@ func TestNPMOracleTBank(t *testing.T) {
 		if r.IntN(5) == 0 {
 			p["Password"] = "not-the-password" // the real one replaces it
 		}
-		p["Token"] = signTBank(password, p)
+		p["Token"] = providersign.TBankToken(password, p)
 		variant := "valid"
 		switch i % 8 {
 		case 1:
@@ -350,7 +300,7 @@ func TestNPMOracleTBank(t *testing.T) {
 			p["Status"] = "CONFIRMED_"
 		case 3:
 			variant = "wrong password"
-			p["Token"] = signTBank(password+"x", p)
+			p["Token"] = providersign.TBankToken(password+"x", p)
 		case 4:
 			variant = "upper-case token"
 			p["Token"] = strings.ToUpper(p["Token"].(string))
@@ -376,16 +326,9 @@ func TestNPMOracleTBank(t *testing.T) {
 }
 
 // The oracle's own signers must agree with the published examples, or a
-// shared mistake could make hookonce and them agree.
+// shared mistake could make hookonce and them agree (Robokassa's and
+// T-Bank's are internal/providersign's, checked there).
 func TestOracleSignersMatchPublishedExamples(t *testing.T) {
-	f := url.Values{"OutSum": {"200.00"}, "InvId": {"84"}, "shp_interface": {"link"}}
-	if got := signRobokassa("md5", "my_password2", f); got != "95286FDC8024655CEB9034539BAC1180" {
-		t.Errorf("robokassa signer: %s", got)
-	}
-	p := map[string]any{"TerminalKey": "MerchantTerminalKey", "Amount": 19200, "OrderId": "21090", "Description": "Подарочная карта на 1000 рублей"}
-	if got := signTBank("usaf8fw8fsw21g", p); got != "0024a00af7c350a3a67ca168ce06502aa72772456662e38696d48b56ee9c97d9" {
-		t.Errorf("tbank signer: %s", got)
-	}
 	if !hmac.Equal([]byte(signCloudPayments("cp-api-secret", `{"TransactionId":504,"Amount":10.0,"Status":"Completed"}`)), []byte("sPyhAAIRqc+s6XpbloWy9Tate22nW+wiUmYnFg5FU5k=")) {
 		t.Error("cloudpayments signer")
 	}

@@ -6,16 +6,13 @@ package deploy_test
 // Apache, which runs apache/hookonce-remoteip.conf.
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/internal/sitetest"
-	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // bitrixVMFront is BitrixVM's site server block, cut down: its own proxy
@@ -65,17 +62,7 @@ func TestBitrixVMWithApache(t *testing.T) {
 		t.Fatal(err)
 	}
 	apache := site.StartApache(t, "Include "+remoteip)
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	ho := proxytest.Start(t, store, apache.URL, shopConfig)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", ho.Logs.String())
-		}
-	})
+	ho := startHookonce(t, apache.URL, shopConfig)
 	front := sitetest.StartNginx(t, sitetest.NginxOptions{
 		HTTP: func(listen string) string {
 			return bitrixVMFront(t, listen, strings.TrimPrefix(ho.URL, "http://"), apache.Addr, shopPaths)

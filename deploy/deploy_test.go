@@ -261,22 +261,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	})
 	t.Run("SystemdAnalyzeVerify", func(t *testing.T) {
-		sa := needTool(t, "systemd-analyze", false)
-		// verify checks that ExecStart exists: point it at any executable.
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		copyPath := filepath.Join(t.TempDir(), "hookonce.service")
-		text := strings.Replace(string(readFile(t, path)), "ExecStart=/usr/local/bin/hookonce", "ExecStart="+self, 1)
-		if err := os.WriteFile(copyPath, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		// Unknown keys and bad values are only warnings (exit 0): any output fails.
-		out, err := exec.Command(sa, "verify", copyPath).CombinedOutput()
-		if err != nil || len(out) > 0 {
-			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
-		}
+		systemdAnalyzeVerify(t, path, "/usr/local/bin/hookonce")
 	})
 }
 
@@ -401,4 +386,29 @@ func TestNginxMatchesHookonce(t *testing.T) {
 			t.Error("hookonce.conf does not tell the operator to trust nginx (else hookonce replaces its X-Real-IP)")
 		}
 	})
+}
+
+// systemdAnalyzeVerify runs systemd-analyze verify on a copy of the unit
+// at path whose ExecStart (the binary execStart) points at this test
+// binary: verify checks that ExecStart exists. Unknown keys and bad
+// values are only warnings (exit 0), so any output fails.
+func systemdAnalyzeVerify(t *testing.T, path, execStart string) {
+	t.Helper()
+	sa := needTool(t, "systemd-analyze", false)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readFile(t, path))
+	if !strings.Contains(text, "ExecStart="+execStart) {
+		t.Fatalf("%s: no ExecStart=%s", path, execStart)
+	}
+	copyPath := filepath.Join(t.TempDir(), "hookonce.service")
+	if err := os.WriteFile(copyPath, []byte(strings.Replace(text, "ExecStart="+execStart, "ExecStart="+self, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(sa, "verify", copyPath).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
 }

@@ -7,19 +7,12 @@ package deploy_test
 // shipped site server (nginx/hookonce-site.conf).
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/internal/sitetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -87,52 +80,15 @@ func startJudged(t *testing.T) (*sitetest.Site, *proxytest.Instance) {
 	t.Helper()
 	t.Setenv("SITE_TEST_STRIPE_SECRET", stripeSecret)
 	site := sitetest.Start(t, sitetest.Options{Scripts: judgedScripts, Server: func(c sitetest.Conf) string { return siteConf(t, c) }})
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	ho := proxytest.Start(t, store, site.URL, judgedConfig)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", ho.Logs.String())
-		}
-	})
+	ho := startHookonce(t, site.URL, judgedConfig)
 	return site, ho
 }
 
-// sendRawForm posts an urlencoded body from the local address from, with
-// header as name, value pairs, and reads the answer.
-func sendRawForm(t *testing.T, addr, from, target, body string, header []string) reply {
+// sendForm posts an urlencoded body from the local address from, with
+// header as name, value pairs.
+func sendForm(t *testing.T, addr, from, target, body string, header ...string) reply {
 	t.Helper()
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(addr, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: shop.example.com\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n", target, len(body))
-	conn := false
-	for i := 0; i+1 < len(header); i += 2 {
-		fmt.Fprintf(&b, "%s: %s\r\n", header[i], header[i+1])
-		conn = conn || strings.EqualFold(header[i], "Connection")
-	}
-	if !conn {
-		b.WriteString("Connection: close\r\n")
-	}
-	b.WriteString("\r\n" + body)
-	if _, err := io.WriteString(c, b.String()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(rb)}
+	return send(t, addr, from, "POST", target, body, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, header...)...)
 }
 
 func TestConnectionCannotDropAJudgedHeader(t *testing.T) {
@@ -160,13 +116,13 @@ func TestConnectionCannotDropAJudgedHeader(t *testing.T) {
 	})
 	t.Run("ContentType", func(t *testing.T) {
 		const id = "4711"
-		r := sendRawForm(t, ho.URL, "127.0.0.3", "/hooks/form.php", "InvId="+id, []string{"Connection", "close, Content-Type"})
+		r := sendForm(t, ho.URL, "127.0.0.3", "/hooks/form.php", "InvId="+id, "Connection", "close, Content-Type")
 		if r.status != 400 || len(runsOf(t, site, id)) != 0 {
 			t.Fatalf("form whose Content-Type is hop-by-hop: %d %q, %d runs; want 400 (PHP sees no form) and no run",
 				r.status, r.body, len(runsOf(t, site, id)))
 		}
 		for range 2 {
-			if r := sendRawForm(t, ho.URL, "127.0.0.3", "/hooks/form.php", "InvId="+id, nil); r.status != 200 || r.body != "OK"+id+"\n" {
+			if r := sendForm(t, ho.URL, "127.0.0.3", "/hooks/form.php", "InvId="+id); r.status != 200 || r.body != "OK"+id+"\n" {
 				t.Fatalf("genuine: %d %q", r.status, r.body)
 			}
 		}
@@ -188,7 +144,7 @@ func TestPaddedFormIsReadAsPHPReadsIt(t *testing.T) {
 	}
 	body := strings.Join(append(pad, "OutSum=10", "InvId=77", "SHP_HANDLER=ROBOX"), "&")
 	for i := range 4 {
-		if r := sendRawForm(t, ho.URL, "127.0.0.3", "/hooks/rk.php", body, nil); r.status != 200 || r.body != "OK77\n" {
+		if r := sendForm(t, ho.URL, "127.0.0.3", "/hooks/rk.php", body); r.status != 200 || r.body != "OK77\n" {
 			t.Fatalf("copy %d: %d %q", i, r.status, r.body)
 		}
 	}

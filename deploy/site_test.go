@@ -166,17 +166,7 @@ func startStack(t *testing.T, scripts map[string]string, config string, paths []
 		Scripts: scripts,
 		Server:  func(c sitetest.Conf) string { return siteConf(t, c) },
 	})
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	s.ho = proxytest.Start(t, store, s.site.URL, config)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", s.ho.Logs.String())
-		}
-	})
+	s.ho = startHookonce(t, s.site.URL, config)
 	s.front = sitetest.StartNginx(t, sitetest.NginxOptions{
 		HTTP: func(listen string) string {
 			return frontConf(t, listen, strings.TrimPrefix(s.ho.URL, "http://"), s.site.Root, s.site.FastCGI, paths)
@@ -184,6 +174,24 @@ func startStack(t *testing.T, scripts map[string]string, config string, paths []
 		Files: map[string]string{"hookonce-webhook.conf": string(readFile(t, "nginx/hookonce-webhook.conf"))},
 	})
 	return s
+}
+
+// startHookonce runs hookonce (proxytest, on a fresh SQLite store) in
+// front of upstream with config; its log is printed if the test fails.
+func startHookonce(t *testing.T, upstream, config string) *proxytest.Instance {
+	t.Helper()
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	ho := proxytest.Start(t, store, upstream, config)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("hookonce log:\n%s", ho.Logs.String())
+		}
+	})
+	return ho
 }
 
 // runs returns the PHP runs that read id.
@@ -211,6 +219,8 @@ func (r reply) replayed() bool { return r.header.Get(proxy.ReplayHeader) == "tru
 // send writes one request to addr from the local address from, with the
 // request target exactly as given (no cleaning, no escaping: the
 // spellings under test), header as name, value pairs, and reads the answer.
+// A body goes as JSON and the request with Connection: close unless header
+// names its own Content-Type or Connection.
 func send(t *testing.T, addr, from, method, target, body string, header ...string) reply {
 	t.Helper()
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
@@ -220,10 +230,24 @@ func send(t *testing.T, addr, from, method, target, body string, header ...strin
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	given := func(name string) bool {
+		for i := 0; i+1 < len(header); i += 2 {
+			if strings.EqualFold(header[i], name) {
+				return true
+			}
+		}
+		return false
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n", method, target)
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: shop.example.com\r\n", method, target)
+	if !given("Connection") {
+		b.WriteString("Connection: close\r\n")
+	}
 	if body != "" || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
-		fmt.Fprintf(&b, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
+		if !given("Content-Type") {
+			b.WriteString("Content-Type: application/json\r\n")
+		}
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		fmt.Fprintf(&b, "%s: %s\r\n", header[i], header[i+1])

@@ -6,14 +6,12 @@ package deploy_test
 // get the sender's rules (docs/decision-table.md, "The path rule"). Counted at real PHP.
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/internal/sitetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -74,17 +72,7 @@ func startIndexSite(t *testing.T, location, config string) (*sitetest.Site, *pro
 	t.Helper()
 	t.Setenv("SITE_TEST_STRIPE_SECRET", stripeSecret)
 	site := sitetest.Start(t, sitetest.Options{Scripts: indexScripts, Directives: "location / { " + location + " }"})
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	ho := proxytest.Start(t, store, site.URL, config)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("hookonce log:\n%s", ho.Logs.String())
-		}
-	})
+	ho := startHookonce(t, site.URL, config)
 	return site, ho
 }
 

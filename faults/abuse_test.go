@@ -35,19 +35,26 @@ senders:
     signature: { secret_env: ABUSE_ROBOKASSA_SECRET }
 `
 
-// procStatus reads a kB field (VmHWM, VmRSS) of /proc/<pid>/status.
-func procStatus(pid int, field string) int64 {
+// procStatus reads a kB field (VmHWM, VmRSS) of /proc/<pid>/status, in
+// bytes. A field it cannot read fails the test: a peak of 0 or -1 would
+// pass any bound.
+func procStatus(t *testing.T, pid int, field string) int64 {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return -1
+		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil || n <= 0 {
+				t.Fatalf("/proc/%d/status: %s:%s", pid, field, v)
+			}
 			return n << 10
 		}
 	}
-	return -1
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return 0
 }
 
 func repeatTo(unit string, size int) string {
@@ -95,7 +102,7 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 		t.Run(strings.ReplaceAll(sh.name, " ", "_"), func(t *testing.T) {
 			// Reset the peak (VmHWM) to now, so it is this shape's.
 			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid()), []byte("5"), 0)
-			before := procStatus(p.pid(), "VmRSS")
+			before := procStatus(t, p.pid(), "VmRSS")
 			statuses := make(map[int]int)
 			var mu sync.Mutex
 			var wg sync.WaitGroup
@@ -116,7 +123,7 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			peak := procStatus(p.pid(), "VmHWM")
+			peak := procStatus(t, p.pid(), "VmHWM")
 			t.Logf("%s: %d × %d KiB at once: answers %v; RSS %d MiB before, peak %d MiB (bound %d MiB)",
 				sh.name, concurrent, len(sh.body)>>10, statuses, before>>20, peak>>20, bound>>20)
 			if statuses[sh.status] != concurrent {

@@ -18,12 +18,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/internal/providersign"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -90,8 +90,7 @@ var bxPresets = []bxPreset{
 		// Result URL: OutSum:InvId:Password2:Shp_… sorted, MD5, upper case.
 		send: func(t *testing.T, base, secret string, ev bxEvent, tamper bool) proxytest.Reply {
 			f := url.Values{"OutSum": {"1500.000000"}, "InvId": {ev.id}, "SHP_HANDLER": {"ROBOXCHANGE"}, "SHP_BX_PAYSYSTEM_CODE": {"7"}, "IsTest": {"1"}}
-			sum := md5.Sum([]byte("1500.000000:" + ev.id + ":" + secret + ":SHP_BX_PAYSYSTEM_CODE=7:SHP_HANDLER=ROBOXCHANGE"))
-			f.Set("SignatureValue", strings.ToUpper(bxHex(sum[:])))
+			f.Set("SignatureValue", providersign.Robokassa(md5.New, secret, f))
 			if tamper {
 				f.Set("OutSum", "15.000000")
 			}
@@ -114,25 +113,15 @@ var bxPresets = []bxPreset{
 				kind = "CONFIRMED"
 			}
 			pid, _ := strconv.Atoi(ev.id)
-			vals := map[string]string{"TerminalKey": "1700000000DEMO", "OrderId": "ord-" + ev.id, "Success": "true",
-				"Status": kind, "PaymentId": ev.id, "ErrorCode": "0", "Amount": "150000", "Pan": "430000******0777", "Password": secret}
-			keys := make([]string, 0, len(vals))
-			for k := range vals {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var concat strings.Builder
-			for _, k := range keys {
-				concat.WriteString(vals[k])
-			}
-			sum := sha256.Sum256([]byte(concat.String()))
+			token := providersign.TBankToken(secret, map[string]string{"TerminalKey": "1700000000DEMO", "OrderId": "ord-" + ev.id, "Success": "true",
+				"Status": kind, "PaymentId": ev.id, "ErrorCode": "0", "Amount": "150000", "Pan": "430000******0777"})
 			amount := 150000
 			if tamper {
 				amount = 1
 			}
 			body, _ := json.Marshal(map[string]any{"TerminalKey": "1700000000DEMO", "OrderId": "ord-" + ev.id, "Success": true,
 				"Status": kind, "PaymentId": pid, "ErrorCode": "0", "Amount": amount, "Pan": "430000******0777",
-				"Data": map[string]any{"Route": "TCB"}, "Token": bxHex(sum[:])})
+				"Data": map[string]any{"Route": "TCB"}, "Token": token})
 			return bxSend(t, "POST", base+"/bitrix/tools/sale_ps_result.php", "application/json", string(body), "X-Event-Id", ev.label)
 		},
 		key:     func(ev bxEvent) string { return ev.id + ":" + orDefault(ev.kind, "CONFIRMED") },

@@ -8,7 +8,6 @@ package proxy_test
 
 import (
 	"crypto/md5"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/providersign"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -33,9 +33,9 @@ func robokassaForm(password, inv string) url.Values {
 }
 
 func robokassaSum(password, inv, outSum string) url.Values {
-	sum := md5.Sum([]byte(outSum + ":" + inv + ":" + password + ":SHP_BX_PAYSYSTEM_CODE=1:SHP_HANDLER=ROBOXCHANGE"))
-	return url.Values{"OutSum": {outSum}, "InvId": {inv}, "SHP_HANDLER": {"ROBOXCHANGE"}, "SHP_BX_PAYSYSTEM_CODE": {"1"},
-		"SignatureValue": {strings.ToUpper(bxHex(sum[:]))}}
+	f := url.Values{"OutSum": {outSum}, "InvId": {inv}, "SHP_HANDLER": {"ROBOXCHANGE"}, "SHP_BX_PAYSYSTEM_CODE": {"1"}}
+	f.Set("SignatureValue", providersign.Robokassa(md5.New, password, f))
+	return f
 }
 
 // rbsParams is an RBS callback: checksum is upper-case HMAC-SHA256 of the
@@ -59,28 +59,7 @@ func rbsParams(key string, p map[string]string) url.Values {
 // tbankJSON is a T-Bank notification: Token is SHA-256 of the root's
 // scalar values and Password, ordered by name.
 func tbankJSON(password string, fields map[string]any) string {
-	vals := map[string]string{"Password": password}
-	for k, v := range fields {
-		switch x := v.(type) {
-		case string:
-			vals[k] = x
-		case bool:
-			vals[k] = strconv.FormatBool(x)
-		case int:
-			vals[k] = strconv.Itoa(x)
-		}
-	}
-	names := make([]string, 0, len(vals))
-	for k := range vals {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var concat strings.Builder
-	for _, k := range names {
-		concat.WriteString(vals[k])
-	}
-	sum := sha256.Sum256([]byte(concat.String()))
-	out := map[string]any{"Token": bxHex(sum[:])}
+	out := map[string]any{"Token": providersign.TBankToken(password, fields)}
 	for k, v := range fields {
 		out[k] = v
 	}
