@@ -36,14 +36,7 @@ func (s *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSu
 				if err := rows.Scan(&sender, &n, &processing, &done, &unknown, &released, &hits); err != nil {
 					return err
 				}
-				sm := m.Sender(sender)
-				sm.Records, sm.Replays = n, hits
-				for st, v := range map[dedupe.State]int64{dedupe.StateProcessing: processing, dedupe.StateDone: done,
-					dedupe.StateUnknown: unknown, dedupe.StateReleased: released} {
-					if v > 0 {
-						sm.States[st] = v
-					}
-				}
+				m.SetRecords(sender, n, processing, done, unknown, released, hits)
 			}
 			return rows.Err()
 		})
