@@ -901,7 +901,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	run := func(what, sql string, from *time.Time) (int, error) {
 		removed := 0
 		for {
-			args := []any{batch, purgeFrom(*from)}
+			args := []any{batch, lowerBound(*from)}
 			if byReceived {
 				args = append(args, req.ReceivedBefore)
 			}
@@ -943,9 +943,10 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	return removed, nil
 }
 
-// purgeFrom is a cursor's lower bound: the zero time (no row removed yet)
-// is -infinity, before every row.
-func purgeFrom(t time.Time) any {
+// lowerBound is t as a timestamptz parameter, the zero time (a purge
+// cursor with no row removed yet, a summary of every kept record) as
+// -infinity, before every row: one plan shape either way.
+func lowerBound(t time.Time) any {
 	if t.IsZero() {
 		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	}

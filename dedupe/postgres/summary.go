@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/hookonce/hookonce/dedupe"
 )
@@ -19,11 +18,7 @@ var _ dedupe.Summarizer = (*Store)(nil)
 // state and hits would make every Complete and AddHits a non-HOT update
 // (measured in BenchmarkSummary100k, see the README).
 func (s *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSummary, error) {
-	// -infinity for every kept record: one plan shape either way.
-	from := pgtype.Timestamptz{Time: since, Valid: true}
-	if since.IsZero() {
-		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	}
+	from := lowerBound(since)
 	m := make(dedupe.Summaries)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT sender, count(*), count(*) FILTER (WHERE state = 'processing'), count(*) FILTER (WHERE state = 'done'),
