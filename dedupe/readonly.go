@@ -8,7 +8,8 @@ import (
 
 // ReadOnly makes a Store of a Reader: reads go to r, and every call that
 // would write (Claim, Complete, Release, Hold, Renew, RecordConflict,
-// AddHits, Forget, Purge, Probe) fails with ErrReadOnly without reaching the
+// AddHits, Forget, Purge, Probe, and the ObjectLocker's LockObject,
+// RenewObject, UnlockObject) fails with ErrReadOnly without reaching the
 // backend. The backends' OpenReadOnly constructors return their readers
 // wrapped in it, so a read-only handle cannot write by mistake whatever its
 // backend allows.
@@ -41,6 +42,18 @@ func (readOnly) Purge(context.Context, PurgeRequest) (int, error) {
 	return 0, refuse("purge")
 }
 func (readOnly) Probe(context.Context) error { return refuse("probe") }
+
+var _ ObjectLocker = readOnly{}
+
+func (readOnly) LockObject(context.Context, string, string, string, time.Duration) (bool, error) {
+	return false, refuse("lock object")
+}
+func (readOnly) RenewObject(context.Context, string, string, string, time.Duration) error {
+	return refuse("renew object")
+}
+func (readOnly) UnlockObject(context.Context, string, string, string) error {
+	return refuse("unlock object")
+}
 
 // Summary passes the call on to the Reader when it is a Summarizer (a
 // summary only reads); ErrNoSummary otherwise.

@@ -66,18 +66,6 @@ type Latency struct {
 	Buckets []int64
 }
 
-// Observe adds one duration, for backends that aggregate in Go and for
-// tests.
-func (l *Latency) Observe(d time.Duration) {
-	if l.Buckets == nil {
-		l.Buckets = make([]int64, len(LatencyBounds)+1)
-	}
-	l.Count++
-	l.Sum += d
-	l.Max = max(l.Max, d)
-	l.Buckets[LatencyBucket(d)]++
-}
-
 // LatencyBucket is the index in Latency.Buckets that d falls in.
 func LatencyBucket(d time.Duration) int {
 	for i, b := range LatencyBounds {

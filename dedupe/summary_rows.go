@@ -22,6 +22,19 @@ func (m Summaries) Sender(sender string) *SenderSummary {
 	return s
 }
 
+// SetRecords sets sender's records from one aggregate row: n records
+// received in the window, how many of them are processing, done, unknown
+// and released now, and the sum of their hits (Replays).
+func (m Summaries) SetRecords(sender string, n, processing, done, unknown, released, hits int64) {
+	s := m.Sender(sender)
+	s.Records, s.Replays = n, hits
+	for st, v := range map[State]int64{StateProcessing: processing, StateDone: done, StateUnknown: unknown, StateReleased: released} {
+		if v > 0 {
+			s.States[st] = v
+		}
+	}
+}
+
 // AddAttempts adds n attempts of sender with outcome; bucket is the
 // LatencyBucket of their durations, or -1 for attempts that did not reach
 // the site (no duration), sum and longest their durations.

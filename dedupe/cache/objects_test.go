@@ -76,7 +76,8 @@ func TestObjectConformanceNotifier(t *testing.T) {
 	})
 }
 
-// plain is a store without object locks.
+// plain hides the wrapped store's optional interfaces: a store with
+// neither object locks nor a summary (as Redis keeps no summary).
 type plain struct{ dedupe.Store }
 
 // Over a store that holds no object locks, every call answers

@@ -18,11 +18,8 @@ func TestSummaryConformance(t *testing.T) {
 	})
 }
 
-// noSummary hides the wrapped store's Summarizer, as Redis has none.
-type noSummary struct{ dedupe.Store }
-
 func TestSummaryOfAStoreWithout(t *testing.T) {
-	c := cache.New(noSummary{openSQLite(t)}, cache.Options{})
+	c := cache.New(plain{openSQLite(t)}, cache.Options{})
 	_, err := c.(dedupe.Summarizer).Summary(context.Background(), time.Time{})
 	if !errors.Is(err, dedupe.ErrNoSummary) {
 		t.Fatalf("Summary of a store without: %v, want ErrNoSummary", err)

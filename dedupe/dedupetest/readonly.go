@@ -66,6 +66,11 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 		_, claimErr := ro.Claim(ctx, req(sender, "new", "h", owner()))
 		_, purgeErr := ro.Purge(ctx, dedupe.PurgeRequest{ReceivedBefore: time.Now().Add(time.Hour)})
 		_, freeErr := ro.Free(ctx, sender, "done", att("released"))
+		l, ok := ro.(dedupe.ObjectLocker)
+		if !ok {
+			t.Fatalf("the read-only store %T is no dedupe.ObjectLocker", ro)
+		}
+		_, lockErr := l.LockObject(ctx, sender, "o", owner(), time.Minute)
 		errs := map[string]error{
 			"Claim":          claimErr,
 			"Complete":       ro.Complete(ctx, sender, "done", done, dedupe.Response{Status: 500}, att("complete")),
@@ -78,6 +83,9 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 			"Free":           freeErr,
 			"Purge":          purgeErr,
 			"Probe":          ro.Probe(ctx),
+			"LockObject":     lockErr,
+			"RenewObject":    l.RenewObject(ctx, sender, "o", owner(), time.Minute),
+			"UnlockObject":   l.UnlockObject(ctx, sender, "o", owner()),
 		}
 		for name, err := range errs {
 			if !errors.Is(err, dedupe.ErrReadOnly) {

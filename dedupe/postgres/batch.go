@@ -115,17 +115,11 @@ func (s *Store) first(ctx context.Context, args []any) (*claimItem, error) {
 	return s.wait(&claimItem{ctx: ctx, kind: itemFirst, args: args})
 }
 
-// exec runs a fenced write (args begin with sender and key) through the
-// batcher, as claim does, and answers its command tag.
-func (s *Store) exec(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
-	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args})
-	return it.tag, err
-}
-
-// execObject is exec for a write of hookonce_objects (args begin with
-// scope and object).
-func (s *Store) execObject(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
-	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args, objects: true})
+// exec runs a fenced write (args begin with sender and key, or with scope
+// and object when it writes hookonce_objects) through the batcher, as
+// claim does, and answers its command tag.
+func (s *Store) exec(ctx context.Context, objects bool, sql string, args []any) (pgconn.CommandTag, error) {
+	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args, objects: objects})
 	return it.tag, err
 }
 

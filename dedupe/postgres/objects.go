@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ dedupe.ObjectLocker = (*Store)(nil)
@@ -55,49 +52,19 @@ DELETE FROM hookonce_objects WHERE scope = $1 AND object = $2 AND owner = $3`
 // guess, and nothing is retried; the same owner's next LockObject answers
 // true if it was, and otherwise the lock frees when its lease ends.
 func (s *Store) LockObject(ctx context.Context, scope, object, owner string, lease time.Duration) (bool, error) {
-	n, err := s.objectExec(ctx, "lock object", scope, object, lockObjectSQL, owner, micros(lease))
+	n, err := s.write(ctx, true, "lock object", scope, object, lockObjectSQL, owner, micros(lease))
 	return n == 1, err
 }
 
 // RenewObject implements dedupe.ObjectLocker.
 func (s *Store) RenewObject(ctx context.Context, scope, object, owner string, lease time.Duration) error {
-	return s.objectFenced(ctx, "renew object", scope, object, renewObjectSQL, owner, micros(lease))
+	return s.fenced(ctx, true, "renew object", scope, object, renewObjectSQL, owner, micros(lease))
 }
 
 // UnlockObject implements dedupe.ObjectLocker: the row is deleted. The
 // store is no dedupe.Notifier, so nobody is told: waiters poll.
 func (s *Store) UnlockObject(ctx context.Context, scope, object, owner string) error {
-	return s.objectFenced(ctx, "unlock object", scope, object, unlockObjectSQL, owner)
-}
-
-func (s *Store) objectFenced(ctx context.Context, op, scope, object, query string, args ...any) error {
-	n, err := s.objectExec(ctx, op, scope, object, query, args...)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("postgres %s %s/%s: %w", op, scope, object, dedupe.ErrNotOwner)
-	}
-	return nil
-}
-
-// objectExec runs a statement on hookonce_objects ($1 scope, $2 object,
-// then args) through the batcher (or alone, when its batch aborted or
-// batching is off) and answers how many rows it wrote. It returns when ctx
-// ends, whatever the batch is doing.
-func (s *Store) objectExec(ctx context.Context, op, scope, object, query string, args ...any) (int64, error) {
-	args = append([]any{scope, object}, args...)
-	tag, err := pgconn.CommandTag{}, errSolo
-	if !s.solo {
-		tag, err = s.execObject(ctx, query, args)
-	}
-	if errors.Is(err, errSolo) {
-		tag, err = s.pool.Exec(ctx, query, args...)
-	}
-	if err != nil {
-		return 0, fail(op+" "+scope+"/"+object, err)
-	}
-	return tag.RowsAffected(), nil
+	return s.fenced(ctx, true, "unlock object", scope, object, unlockObjectSQL, owner)
 }
 
 // purgeObjectsSQL removes at most $1 locks whose lease ended more than

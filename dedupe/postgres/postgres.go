@@ -522,26 +522,39 @@ func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimR
 	return fail(op, err)
 }
 
-// fenced runs a write that applies only while owner holds the processing
-// claim; zero rows means someone else does (or nobody): ErrNotOwner. Its
-// parameters are $1 sender, $2 key, then args. Concurrent writes share a
-// commit (claimBatcher).
-func (s *Store) fenced(ctx context.Context, op, sender, key, query string, args ...any) error {
+// fenced runs a write that applies only while owner holds the row (a
+// processing claim; an object lock when objects is set); zero rows means
+// someone else does (or nobody): ErrNotOwner. Its parameters are $1 sender
+// (scope), $2 key (object), then args.
+func (s *Store) fenced(ctx context.Context, objects bool, op, sender, key, query string, args ...any) error {
+	n, err := s.write(ctx, objects, op, sender, key, query, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("postgres %s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
+	}
+	return nil
+}
+
+// write runs a write of hookonce_records (of hookonce_objects when objects
+// is set; $1 sender or scope, $2 key or object, then args) through the
+// batcher, so that concurrent writes share a commit (claimBatcher), or
+// alone when its batch aborted or batching is off, and answers how many
+// rows it wrote. It returns when ctx ends, whatever the batch is doing.
+func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query string, args ...any) (int64, error) {
 	args = append([]any{sender, key}, args...)
 	tag, err := pgconn.CommandTag{}, errSolo
 	if !s.solo {
-		tag, err = s.exec(ctx, query, args)
+		tag, err = s.exec(ctx, objects, query, args)
 	}
 	if errors.Is(err, errSolo) {
 		tag, err = s.pool.Exec(ctx, query, args...)
 	}
 	if err != nil {
-		return fail(op+" "+sender+"/"+key, err)
+		return 0, fail(op+" "+sender+"/"+key, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres %s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
-	}
-	return nil
+	return tag.RowsAffected(), nil
 }
 
 const ownerWhere = ` WHERE sender = $1 AND key = $2 AND owner = $3 AND state = 'processing'`
@@ -575,7 +588,7 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	if body == nil {
 		body = []byte{}
 	}
-	return s.fenced(ctx, "complete", sender, key, completeSQL,
+	return s.fenced(ctx, false, "complete", sender, key, completeSQL,
 		owner, int32(resp.Status), headers, body, resp.Truncated, a)
 }
 
@@ -637,12 +650,12 @@ func (s *Store) endClaim(ctx context.Context, op, query, sender, key, owner stri
 	if err != nil {
 		return fmt.Errorf("postgres %s %s/%s: %w", op, sender, key, err)
 	}
-	return s.fenced(ctx, op, sender, key, query, owner, a)
+	return s.fenced(ctx, false, op, sender, key, query, owner, a)
 }
 
 // Renew implements dedupe.Store.
 func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
-	return s.fenced(ctx, "renew", sender, key,
+	return s.fenced(ctx, false, "renew", sender, key,
 		`UPDATE hookonce_records SET lease_until = clock_timestamp() + $4::bigint * interval '1 microsecond'`+ownerWhere,
 		owner, micros(lease))
 }
@@ -888,7 +901,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	run := func(what, sql string, from *time.Time) (int, error) {
 		removed := 0
 		for {
-			args := []any{batch, purgeFrom(*from)}
+			args := []any{batch, lowerBound(*from)}
 			if byReceived {
 				args = append(args, req.ReceivedBefore)
 			}
@@ -930,9 +943,10 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	return removed, nil
 }
 
-// purgeFrom is a cursor's lower bound: the zero time (no row removed yet)
-// is -infinity, before every row.
-func purgeFrom(t time.Time) any {
+// lowerBound is t as a timestamptz parameter, the zero time (a purge
+// cursor with no row removed yet, a summary of every kept record) as
+// -infinity, before every row: one plan shape either way.
+func lowerBound(t time.Time) any {
 	if t.IsZero() {
 		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/hookonce/hookonce/dedupe"
 )
@@ -19,11 +18,7 @@ var _ dedupe.Summarizer = (*Store)(nil)
 // state and hits would make every Complete and AddHits a non-HOT update
 // (measured in BenchmarkSummary100k, see the README).
 func (s *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSummary, error) {
-	// -infinity for every kept record: one plan shape either way.
-	from := pgtype.Timestamptz{Time: since, Valid: true}
-	if since.IsZero() {
-		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	}
+	from := lowerBound(since)
 	m := make(dedupe.Summaries)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT sender, count(*), count(*) FILTER (WHERE state = 'processing'), count(*) FILTER (WHERE state = 'done'),
@@ -36,14 +31,7 @@ func (s *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSu
 				if err := rows.Scan(&sender, &n, &processing, &done, &unknown, &released, &hits); err != nil {
 					return err
 				}
-				sm := m.Sender(sender)
-				sm.Records, sm.Replays = n, hits
-				for st, v := range map[dedupe.State]int64{dedupe.StateProcessing: processing, dedupe.StateDone: done,
-					dedupe.StateUnknown: unknown, dedupe.StateReleased: released} {
-					if v > 0 {
-						sm.States[st] = v
-					}
-				}
+				m.SetRecords(sender, n, processing, done, unknown, released, hits)
 			}
 			return rows.Err()
 		})

@@ -3,10 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
-
-	"github.com/hookonce/hookonce/dedupe"
 )
 
 // Per-object locks (dedupe.ObjectLocker) live in the objects table (schema
@@ -65,23 +62,3 @@ func (s *Store) UnlockObject(ctx context.Context, scope, object, owner string) e
 // free to take anyway; the margin only leaves a holder that was merely
 // slow its UnlockObject (which then still finds its row).
 const staleObjectAge = time.Hour
-
-// readOnly is what OpenReadOnly returns: dedupe.ReadOnly's store, which
-// refuses every write, and the object locks refused the same way.
-type readOnly struct{ dedupe.Store }
-
-var _ dedupe.ObjectLocker = readOnly{}
-
-func (readOnly) LockObject(context.Context, string, string, string, time.Duration) (bool, error) {
-	return false, refuse("lock object")
-}
-
-func (readOnly) RenewObject(context.Context, string, string, string, time.Duration) error {
-	return refuse("renew object")
-}
-
-func (readOnly) UnlockObject(context.Context, string, string, string) error {
-	return refuse("unlock object")
-}
-
-func refuse(op string) error { return fmt.Errorf("%s: %w", op, dedupe.ErrReadOnly) }

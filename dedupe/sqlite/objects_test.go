@@ -19,19 +19,7 @@ import (
 // The object locks, like the claims, run their statements as prepared at
 // Open.
 func TestObjectConformance(t *testing.T) {
-	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			s.Close()
-			if n := s.Unprepared(); n != 0 {
-				t.Errorf("%d statements ran unprepared", n)
-			}
-		})
-		return s
-	})
+	dedupetest.RunObjectConformance(t, openPrepared)
 }
 
 // Two processes on one file (two handles): lockers spread over both, one

@@ -20,8 +20,8 @@ import (
 // a missing file is an error (not a new empty store), and it reads a file
 // that is read-only, in a read-only directory or on a full disk, beside a
 // running serve or not. Every write of the returned Store fails with
-// dedupe.ErrReadOnly, the object locks' too (it is a dedupe.ObjectLocker
-// like Open's).
+// dedupe.ErrReadOnly, the object locks' too (dedupe.ReadOnly is a
+// dedupe.ObjectLocker that refuses them).
 //
 // How it reads depends on what is on disk (the store is always in WAL
 // mode, see Open):
@@ -71,7 +71,7 @@ func OpenReadOnly(ctx context.Context, path string) (dedupe.Store, error) {
 		r.Close()
 		return nil, err
 	}
-	return readOnly{dedupe.ReadOnly(r)}, nil
+	return dedupe.ReadOnly(r), nil
 }
 
 // maxReadAttempts bounds the reads of a file that keeps changing under an

@@ -14,19 +14,23 @@ import (
 // statement of the write path or of the readers left out of the lists is
 // parsed again on every run, which is what made claims slow.
 func TestConformance(t *testing.T) {
-	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-		if err != nil {
-			t.Fatal(err)
+	dedupetest.RunConformance(t, openPrepared)
+}
+
+// openPrepared opens a new store in t's directory and, when t ends, fails
+// t if any statement ran unprepared.
+func openPrepared(t *testing.T) dedupe.Store {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if n := s.Unprepared(); n != 0 {
+			t.Errorf("%d statements ran unprepared", n)
 		}
-		t.Cleanup(func() {
-			s.Close()
-			if n := s.Unprepared(); n != 0 {
-				t.Errorf("%d statements ran unprepared", n)
-			}
-		})
-		return s
 	})
+	return s
 }
 
 // Two Store values on one file stand for two processes on one host (serve
@@ -49,12 +53,5 @@ func TestConformanceTwoHandlesOneFile(t *testing.T) {
 }
 
 func TestSummaryConformance(t *testing.T) {
-	dedupetest.RunSummaryConformance(t, func(t *testing.T) dedupe.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	})
+	dedupetest.RunSummaryConformance(t, openPrepared)
 }

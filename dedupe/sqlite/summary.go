@@ -46,14 +46,7 @@ func summarize(ctx context.Context, db *sql.DB, since time.Time) ([]dedupe.Sende
 			rows.Close()
 			return nil, unavailable("summary", err)
 		}
-		sm := m.Sender(sender)
-		sm.Records, sm.Replays = n, hits
-		for st, v := range map[dedupe.State]int64{dedupe.StateProcessing: processing, dedupe.StateDone: done,
-			dedupe.StateUnknown: unknown, dedupe.StateReleased: released} {
-			if v > 0 {
-				sm.States[st] = v
-			}
-		}
+		m.SetRecords(sender, n, processing, done, unknown, released, hits)
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, unavailable("summary", err)
