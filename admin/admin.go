@@ -91,6 +91,10 @@ type Options struct {
 	// Redeliver sends a stored event to the site again (the proxy's
 	// Redeliver); nil disables POST …/redeliver.
 	Redeliver func(ctx context.Context, sender, key string, force bool) (Redelivery, error)
+	// Site checks that the site behind hookonce answers (serve dials it);
+	// /readyz reports it without failing on it (site.go). nil: not
+	// reported.
+	Site func(ctx context.Context) error
 }
 
 // Redelivery is what an operator's redelivery came to.
@@ -111,6 +115,7 @@ type Handler struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
+	siteState siteState // the last check of the site, for /readyz
 	// sessions are the /ui sign-ins.
 	sessions *sessions
 	// csrfKey signs the /ui forms' tokens (random per process).
@@ -223,9 +228,7 @@ func unauthorized(w http.ResponseWriter) {
 }
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte("ok\n"))
+	h.ready(w, r)
 }
 
 // readyz answers 200 when the store answers, is migrated (Ping) and takes
@@ -242,9 +245,7 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 		h.notReady(w, r, "the store answers but does not take writes", err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte("ok\n"))
+	h.ready(w, r)
 }
 
 // notReady answers 503 with the reason. The probe is unauthenticated: the

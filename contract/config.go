@@ -390,12 +390,16 @@ func Parse(data []byte, name string) (*Contract, error) {
 			e.add(Problem{Line: line, Field: field, Msg: "no sender names this path (write it as in match.path)"})
 		case pf.Unmatched == "" || pf.Unmatched == UnmatchedReject || pf.Unmatched == UnmatchedPass:
 			if rt != nil && pf.Unmatched != "" {
-				rt.Unmatched = pf.Unmatched
+				rt.Unmatched, rt.UnmatchedDefault = pf.Unmatched, false
 			}
 		default:
 			e.add(Problem{Line: line, Field: field + ".unmatched", Msg: fmt.Sprintf("%q: want reject or pass", pf.Unmatched)})
 		}
 	}
+	for _, rt := range c.router.routes {
+		rt.settleUnmatched()
+	}
+	c.Warnings = append(c.Warnings, c.router.overlaps(name)...)
 	if len(e.Problems) > 0 {
 		return nil, e
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // ErrBadPath is returned by NormalizePath for a path no site would run: a
@@ -98,9 +100,81 @@ const (
 // Route is every sender that names one path, in file order, and what a
 // request on that path that none of them accepts gets.
 type Route struct {
-	Path      string // as written: exact, or a prefix ending in *
-	Senders   []*Sender
-	Unmatched string // UnmatchedReject or UnmatchedPass
+	Path    string // as written: exact, or a prefix ending in *
+	Senders []*Sender
+	// Unmatched is UnmatchedReject or UnmatchedPass: written in the file
+	// (paths:), or the default (UnmatchedDefault), which is pass exactly
+	// when every sender on the path has match.when conditions.
+	Unmatched string
+	// UnmatchedDefault reports that the file does not set unmatched for
+	// this path. A default pass forwards requests whose method some sender
+	// accepts and whose conditions hold for none; a written pass forwards
+	// any method too.
+	UnmatchedDefault bool
+}
+
+// settleUnmatched gives a route the file leaves alone its default: pass
+// when every sender on it has match.when (the path is shared with what the
+// site's own dispatch handles, as Bitrix's sale_ps_result.php: a request
+// none of them takes is the site's business, as it was without hookonce),
+// reject when one has none (that sender claims the whole path).
+func (rt *Route) settleUnmatched() {
+	if !rt.UnmatchedDefault {
+		return
+	}
+	rt.Unmatched = UnmatchedPass
+	for _, s := range rt.Senders {
+		if len(s.When) == 0 {
+			rt.Unmatched = UnmatchedReject
+		}
+	}
+}
+
+// UnmatchedReason says in the operator's words why the route's unmatched
+// setting is what it is.
+func (rt *Route) UnmatchedReason() string {
+	if !rt.UnmatchedDefault {
+		return "unmatched: " + rt.Unmatched + " (set in paths:)"
+	}
+	if rt.Unmatched == UnmatchedPass {
+		return "unmatched: pass (default: every sender on this path has match.when)"
+	}
+	for _, s := range rt.Senders {
+		if len(s.When) == 0 {
+			return "unmatched: reject (default: sender " + s.Name + " has no match.when)"
+		}
+	}
+	return "unmatched: reject"
+}
+
+// Shadow reports whether every sender on the route is in shadow mode:
+// then hookonce acts as if it were absent for the requests none of them
+// takes, and forwards them all.
+func (rt *Route) Shadow() bool {
+	for _, s := range rt.Senders {
+		if !s.Shadow() {
+			return false
+		}
+	}
+	return len(rt.Senders) > 0
+}
+
+// ForwardsUnmatched reports whether a request with this method that no
+// sender on the route takes goes to the site untouched (true) or is
+// refused (false: 405 when no sender accepts the method, else 403). Shadow
+// routes and a written unmatched: pass forward everything; the default
+// pass forwards only methods some sender accepts, so a path keeps its 405
+// for the others.
+func (rt *Route) ForwardsUnmatched(method string) bool {
+	switch {
+	case rt.Shadow():
+		return true
+	case rt.Unmatched != UnmatchedPass:
+		return false
+	case rt.UnmatchedDefault:
+		return rt.AcceptsMethod(method)
+	}
+	return true
 }
 
 // Allowed returns the methods some sender on the route accepts, sorted;
@@ -224,7 +298,7 @@ func (rt *router) add(s *Sender) *Route {
 	}
 	r := m[key]
 	if r == nil {
-		r = &Route{Path: s.Path, Unmatched: UnmatchedReject}
+		r = &Route{Path: s.Path, Unmatched: UnmatchedReject, UnmatchedDefault: true}
 		rt.routes = append(rt.routes, r)
 		rt.addKey(key, isPrefix, r)
 		if rt.fold != nil {
@@ -547,4 +621,147 @@ func compileCondition(cf conditionFile) (Condition, error) {
 		return c, errors.New("set exactly one of equals, present or matches")
 	}
 	return c, nil
+}
+
+// overlaps names each sender that a sender before it on the same path
+// takes every request from, for some method both accept: the first has no
+// match.when, or each of its conditions holds whenever the later one's
+// all hold. Senders are tried in file order, so the later one never gets
+// such a request (its key, signature and success rule never apply).
+func (rt *router) overlaps(file string) []string {
+	var out []string
+	for _, r := range rt.routes {
+		for j, b := range r.Senders {
+			for _, a := range r.Senders[:j] {
+				methods := sharedMethods(a, b)
+				if methods == "" || !covers(a.When, b.When) {
+					continue
+				}
+				why := "its match.when conditions hold whenever " + b.Name + "'s do"
+				if len(a.When) == 0 {
+					why = "it has no match.when"
+				}
+				out = append(out, fmt.Sprintf("%s: senders %q and %q can take the same request (path %s, %s): %s is listed first and %s, so %s never gets one; give them match.when conditions that tell them apart (docs/configuration.md: senders on one path)",
+					file, a.Name, b.Name, r.Path, methods, a.Name, why, b.Name))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sharedMethods names the methods both senders accept ("" for none).
+func sharedMethods(a, b *Sender) string {
+	switch {
+	case a.Methods == nil && b.Methods == nil:
+		return "any method"
+	case a.Methods == nil:
+		return strings.Join(b.Methods, ", ")
+	case b.Methods == nil:
+		return strings.Join(a.Methods, ", ")
+	}
+	var both []string
+	for _, m := range b.Methods {
+		if slices.Contains(a.Methods, m) {
+			both = append(both, m)
+		}
+	}
+	return strings.Join(both, ", ")
+}
+
+// covers reports whether every condition of first holds whenever all of
+// later's conditions hold, as far as the conditions themselves show it.
+func covers(first, later []Condition) bool {
+	for _, a := range first {
+		if !slices.ContainsFunc(later, func(b Condition) bool { return implies(b, a) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// implies reports whether condition a holds whenever b holds: both read
+// the same value, and b's test is at least as strict as a's.
+func implies(b, a Condition) bool {
+	if a.Source != b.Source || a.Name != b.Name {
+		return false
+	}
+	switch {
+	case a.Present != nil && *a.Present:
+		return (b.Present != nil && *b.Present) || b.Equals != nil || b.Matches != nil
+	case a.Present != nil:
+		return b.Present != nil && !*b.Present
+	case a.Equals != nil:
+		return b.Equals != nil && *b.Equals == *a.Equals
+	case a.Matches != nil:
+		return (b.Equals != nil && a.Matches.MatchString(*b.Equals)) ||
+			(b.Matches != nil && b.Matches.String() == a.Matches.String())
+	}
+	return false
+}
+
+// Shape describes a request without a single value, for the log line of
+// a request on a sender's path that no sender took: its method, content
+// type and the names (never the values) of its query parameters, form
+// fields and JSON top-level members, at most maxShapeNames each.
+type Shape struct {
+	Method      string
+	ContentType string
+	Query       []string
+	Form        []string
+	JSON        []string
+}
+
+const (
+	maxShapeNames   = 20
+	maxShapeNameLen = 64
+)
+
+// Shape returns what the request looks like (see Shape).
+func (q *Request) Shape() Shape {
+	sh := Shape{Method: q.Method, ContentType: shapeName(q.Header.Get("Content-Type"))}
+	sh.Query = topNames(q.queryVars())
+	if f, err := q.Form(); err == nil {
+		sh.Form = topNames(f)
+	}
+	if root, err := q.jsonRoot(); err == nil && root.IsObject() {
+		root.ForEach(func(k, _ gjson.Result) bool {
+			if n := shapeName(k.Str); !slices.Contains(sh.JSON, n) {
+				sh.JSON = append(sh.JSON, n)
+			}
+			return len(sh.JSON) < maxShapeNames
+		})
+		sort.Strings(sh.JSON)
+	}
+	return sh
+}
+
+func topNames(v *phpVar) []string {
+	if v == nil || v.arr == nil {
+		return nil
+	}
+	names := make([]string, 0, min(len(v.arr), maxShapeNames))
+	for k := range v.arr {
+		names = append(names, shapeName(k))
+	}
+	sort.Strings(names)
+	if len(names) > maxShapeNames {
+		names = names[:maxShapeNames]
+	}
+	return names
+}
+
+// shapeName makes a name safe for a log line: printable ASCII, at most
+// maxShapeNameLen bytes.
+func shapeName(n string) string {
+	b := []byte(n)
+	if len(b) > maxShapeNameLen {
+		b = b[:maxShapeNameLen]
+	}
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }

@@ -47,7 +47,15 @@ type metrics struct {
 	unretried *prometheus.GaugeVec
 	objWait   *prometheus.HistogramVec
 	objBusy   *prometheus.GaugeVec
+	unmatched *prometheus.CounterVec
 }
+
+// Actions of hookonce_unmatched_total: what became of a request on a
+// sender's path that no sender there took.
+const (
+	UnmatchedForwarded = "forwarded"
+	UnmatchedRefused   = "refused"
+)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -86,9 +94,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_objects_busy",
 			Help: "Business objects (serialize) this instance holds for a delivery at the site, by scope.",
 		}, []string{"scope"}),
+		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookonce_unmatched_total",
+			Help: "Requests on a sender's path that no sender there took, by the path as configured and what became of them (forwarded untouched to the site, or refused).",
+		}, []string{"path", "action"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy, m.unmatched)
 	}
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ type Proxy struct {
 	objects  objectQueues        // local queues of deliveries per business object (serialize)
 	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
 	held     atomic.Int64        // deliveries whose body is in, being handled (max_inflight)
+	siteDown atomic.Int64        // forwards in a row that found the site unreachable
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
 	bodyBytes atomic.Int64
@@ -401,7 +403,12 @@ type delivery struct {
 	upstreamTime   time.Duration
 	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
 	outcome        string // the decision, once made (as counted)
+	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
 }
+
+// siteDownLoud is how many forwards in a row must find the site
+// unreachable before each is logged at ERROR rather than WARN.
+const siteDownLoud = 3
 
 // done counts and logs the decision: one line per delivery, never a body,
 // a secret or a signature.
@@ -430,6 +437,16 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	switch outcome {
 	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError:
 		level = slog.LevelWarn
+	}
+	if d.siteDown > 0 {
+		// The site could not be reached: a warning, an error once it
+		// happens again and again (repeats are still answered from the
+		// store, so hookonce itself stays ready).
+		level = slog.LevelWarn
+		if d.siteDown >= siteDownLoud {
+			level = slog.LevelError
+		}
+		args = append(args, "site_unreachable", true, "unreachable_in_a_row", d.siteDown)
 	}
 	d.log.Log(d.r.Context(), level, "webhook", append(args, attrs...)...)
 }
@@ -539,11 +556,25 @@ func (d *delivery) firstCandidate() *contract.Sender {
 }
 
 // unmatched answers a request on a sender's path that no sender there
-// accepts: refused, or with unmatched: pass handed on untouched. body is
-// nil when it was not read.
+// accepts (rows 0c, 0d): handed on untouched when the route forwards it
+// (Route.ForwardsUnmatched: a default or written unmatched: pass, or every
+// sender in shadow mode), else refused. body is nil when it was not read.
+// Either way it is counted by path and logged at WARN with what it looked
+// like, never a value.
 func (d *delivery) unmatched(body []byte, why string) {
-	if d.rt.Unmatched == contract.UnmatchedPass {
-		d.done(OutcomeUnmatched, 0, "reason", why, "forwarded", true)
+	req := d.req
+	if req == nil {
+		req = contract.NewRequest(d.r, d.path, nil, netip.Addr{})
+	}
+	sh := req.Shape()
+	if body == nil {
+		sh.Form, sh.JSON = nil, nil // not read: only the method refused it
+	}
+	attrs := []any{"reason", why, "unmatched", d.rt.UnmatchedReason(), "method", sh.Method, "content_type", sh.ContentType,
+		"query_fields", strings.Join(sh.Query, ","), "form_fields", strings.Join(sh.Form, ","), "json_fields", strings.Join(sh.JSON, ",")}
+	if d.rt.ForwardsUnmatched(d.r.Method) {
+		d.p.m.unmatched.WithLabelValues(d.rt.Path, UnmatchedForwarded).Inc()
+		d.done(OutcomeUnmatched, 0, append(attrs, "action", UnmatchedForwarded, "forwarded", true)...)
 		if body != nil {
 			d.forwardPlain()
 		} else {
@@ -551,12 +582,14 @@ func (d *delivery) unmatched(body []byte, why string) {
 		}
 		return
 	}
+	d.p.m.unmatched.WithLabelValues(d.rt.Path, UnmatchedRefused).Inc()
+	attrs = append(attrs, "action", UnmatchedRefused)
 	if !d.rt.AcceptsMethod(d.r.Method) {
-		d.done(OutcomeUnmatched, http.StatusMethodNotAllowed, "reason", why)
+		d.done(OutcomeUnmatched, http.StatusMethodNotAllowed, attrs...)
 		answerMethodNotAllowed(d.w, d.rt.Allowed())
 		return
 	}
-	d.done(OutcomeUnmatched, http.StatusForbidden, "reason", why)
+	d.done(OutcomeUnmatched, http.StatusForbidden, attrs...)
 	answerUnmatched(d.w)
 }
 
@@ -808,6 +841,12 @@ func (d *delivery) forwardClaimed() {
 
 	err := c.failure()
 	how := classify(ctx, p.abortCtx, err, c.started(err))
+	switch how {
+	case unreachable:
+		d.siteDown = p.siteDown.Add(1)
+	case answered:
+		p.siteDown.Store(0)
+	}
 	why := ""
 	dec := decideForward(s, how, c.status, d.takeover, func() bool {
 		ok, reason := s.Succeeded(d.req, c.status, c.body.Bytes())

@@ -221,11 +221,13 @@ senders:
 `
 
 func TestSendersSharingAPathToldApartByContent(t *testing.T) {
-	for _, pass := range []bool{false, true} {
-		t.Run(fmt.Sprintf("unmatched pass=%v", pass), func(t *testing.T) {
+	// unmatched as written in paths: ("" for the default: pass, since
+	// every sender on the path has match.when).
+	for _, unmatched := range []string{"", "pass", "reject"} {
+		t.Run("unmatched="+unmatched, func(t *testing.T) {
 			cfg := sharedPathConfig
-			if pass {
-				cfg += "paths:\n  /bitrix/tools/sale_ps_result.php: { unmatched: pass }\n"
+			if unmatched != "" {
+				cfg += "paths:\n  /bitrix/tools/sale_ps_result.php: { unmatched: " + unmatched + " }\n"
 			}
 			store := newStore(t)
 			site := newKeySite(t)
@@ -255,14 +257,39 @@ func TestSendersSharingAPathToldApartByContent(t *testing.T) {
 			r2 := send(t, px.Server, "GET", path+"?action=pay&id=L6", "")
 			r3 := send(t, px.Server, "POST", path, `{"object":{"id":"p-2","metadata":{"BX_HANDLER":"OTHER"}}}`, js...)
 			r4 := send(t, px.Server, "PUT", path, "InvId=79&SHP_HANDLER=ROBOXCHANGE", form...)
-			if pass {
+			metric := func(action string) float64 {
+				return proxytest.Metric(t, px.Registry, "hookonce_unmatched_total", "path", path, "action", action)
+			}
+			if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "unmatched"); n != 4 {
+				t.Errorf("hookonce_requests_total{outcome=unmatched} = %v, want 4", n)
+			}
+			if unmatched != "reject" && site.header().Get("Idempotency-Key") != "" {
+				t.Fatal("an unmatched request was forwarded with a key")
+			}
+			switch unmatched {
+			case "pass": // every method too
 				if got := site.calls() - before; got != 4 {
 					t.Fatalf("unmatched: pass forwarded %d of 4", got)
 				}
-				if site.header().Get("Idempotency-Key") != "" {
-					t.Fatal("an unmatched request was forwarded with a key")
+				if f, r := metric("forwarded"), metric("refused"); f != 4 || r != 0 {
+					t.Errorf("hookonce_unmatched_total forwarded %v refused %v, want 4 and 0", f, r)
 				}
-			} else {
+			case "": // the site's own dispatch decides; a method no sender accepts is still refused
+				if got := site.calls() - before; got != 3 {
+					t.Fatalf("the default forwarded %d of the 3 with an accepted method", got)
+				}
+				for i, r := range []*http.Response{r1, r2, r3} {
+					if r.StatusCode != http.StatusOK {
+						t.Errorf("unmatched request %d: status %d, want the site's 200", i+1, r.StatusCode)
+					}
+				}
+				if r4.StatusCode != http.StatusMethodNotAllowed || r4.Header.Get("Allow") != "GET, POST" {
+					t.Errorf("PUT: status %d Allow %q, want 405 GET, POST", r4.StatusCode, r4.Header.Get("Allow"))
+				}
+				if f, r := metric("forwarded"), metric("refused"); f != 3 || r != 1 {
+					t.Errorf("hookonce_unmatched_total forwarded %v refused %v, want 3 and 1", f, r)
+				}
+			case "reject":
 				if got := site.calls() - before; got != 0 {
 					t.Fatalf("%d unmatched requests reached the site", got)
 				}
@@ -274,8 +301,8 @@ func TestSendersSharingAPathToldApartByContent(t *testing.T) {
 				if r4.StatusCode != http.StatusMethodNotAllowed || r4.Header.Get("Allow") != "GET, POST" {
 					t.Errorf("PUT: status %d Allow %q, want 405 GET, POST", r4.StatusCode, r4.Header.Get("Allow"))
 				}
-				if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "", "outcome", "unmatched"); n != 4 {
-					t.Errorf("hookonce_requests_total{outcome=unmatched} = %v, want 4", n)
+				if f, r := metric("forwarded"), metric("refused"); f != 0 || r != 4 {
+					t.Errorf("hookonce_unmatched_total forwarded %v refused %v, want 0 and 4", f, r)
 				}
 			}
 			if recs, _ := store.List(context.Background(), dedupe.ListFilter{}); len(recs) != 4 {

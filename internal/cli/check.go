@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/contract"
 )
@@ -54,6 +56,9 @@ func runCheck(c *cli.Context) error {
 	for _, w := range ct.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 	}
+	for _, w := range secretFileWarnings(path) {
+		fmt.Fprintln(c.App.ErrWriter, "warning:", w)
+	}
 	reqPath := c.String("request")
 	if reqPath == "" {
 		names := make([]string, 0, len(ct.Senders))
@@ -71,30 +76,84 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	return explain(c.App.Writer, c.App.ErrWriter, ct, r, body, now)
+	if v := explain(c.App.Writer, c.App.ErrWriter, ct, r, body, now); v.status != 0 {
+		return cli.Exit("", exitRuntime) // a refusal: the verdict line says which
+	}
+	return nil
 }
+
+// verdict is what hookonce does with a request `check --request` judged:
+// refused with status, or taken (forwarded or claimed), in words.
+type verdict struct {
+	status int // 0: taken
+	why    string
+}
+
+func refused(status int, why string) verdict { return verdict{status, why} }
+func taken(why string) verdict               { return verdict{0, why} }
 
 // explain prints one "name: value" line each for sender, key, hash and
 // signature, in the order the proxy decides them, then the route and the
-// conditions that chose the sender ("tried:" lines, in file order).
-func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []byte, now time.Time) error {
+// conditions that chose the sender ("tried:" lines, in file order), and
+// last the verdict ("verdict: taken …" or "verdict: refused NNN …"). The
+// verdict follows the proxy's decision table step by step
+// (docs/decision-table.md); the caller exits 1 for a refusal.
+func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []byte, now time.Time) verdict {
+	v := judge(out, errw, ct, r, body, now)
+	if v.status != 0 {
+		fmt.Fprintf(out, "verdict: refused %d: %s\n", v.status, v.why)
+	} else {
+		fmt.Fprintf(out, "verdict: taken: %s\n", v.why)
+	}
+	return v
+}
+
+func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []byte, now time.Time) verdict {
 	path, rt, err := ct.Locate(r.URL.EscapedPath())
 	if err != nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.EscapedPath(), err)
-		return nil
+		return refused(http.StatusBadRequest, "a path no site runs, or a look-alike of a sender's path")
 	}
 	if rt == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: no sender names the path %s (passed through untouched)\n", r.Method, r.URL.Path, path)
-		return nil
+		return taken("passed through to the site untouched (no sender names this path)")
+	}
+	routeLine := func() { fmt.Fprintf(out, "route: %s (as %s; %s)\n", rt.Path, path, rt.UnmatchedReason()) }
+	// The candidate a request is judged under before the body decides
+	// between senders (413, 400): the first whose method fits.
+	first := rt.Senders[0]
+	for _, s := range rt.Senders {
+		if s.Methods == nil || slices.Contains(s.Methods, r.Method) {
+			first = s
+			break
+		}
+	}
+	if !rt.AcceptsMethod(r.Method) {
+		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
+		routeLine()
+		fmt.Fprintf(out, "tried: method %s: no sender on this path accepts it (%s)\n", r.Method, allowedText(rt))
+		if rt.ForwardsUnmatched(r.Method) {
+			return taken("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
+		}
+		return refused(http.StatusMethodNotAllowed, "no sender on this path accepts the method "+r.Method)
+	}
+	if int64(len(body)) > ct.MaxBody {
+		fmt.Fprintf(errw, "warning: the body is %d bytes, over max_body %d\n", len(body), ct.MaxBody)
+		if !first.Shadow() {
+			return refused(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over max_body (%d bytes)", ct.MaxBody))
+		}
 	}
 	in := ct.Inspect(rt, r, path, body, now)
 	if in.BodyErr != nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.Path, in.BodyErr)
-		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
-		return nil
+		routeLine()
+		if first.Shadow() {
+			return taken("forwarded untouched (shadow mode; enforced it gets 400)")
+		}
+		return refused(http.StatusBadRequest, "a form hookonce cannot read exactly as PHP would")
 	}
 	route := func() {
-		fmt.Fprintf(out, "route: %s (as %s; unmatched: %s)\n", rt.Path, path, rt.Unmatched)
+		routeLine()
 		for _, why := range in.Choice.Why {
 			fmt.Fprintf(out, "tried: %s\n", why)
 		}
@@ -103,10 +162,10 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	if s == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		route()
-		return nil
-	}
-	if int64(len(body)) > ct.MaxBody {
-		fmt.Fprintf(errw, "warning: the body is %d bytes, over max_body %d: hookonce answers 413\n", len(body), ct.MaxBody)
+		if rt.ForwardsUnmatched(r.Method) {
+			return taken("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
+		}
+		return refused(http.StatusForbidden, "no sender on this path takes it ("+rt.UnmatchedReason()+")")
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
 	if in.SigErr != nil {
@@ -146,7 +205,28 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 		fmt.Fprintln(out, "signature: valid")
 	}
 	route()
-	return nil
+	switch {
+	case in.SigErr != nil && s.Shadow():
+		return taken("forwarded untouched (shadow mode; enforced it gets 401)")
+	case in.SigErr != nil:
+		return refused(http.StatusUnauthorized, "the signature does not hold")
+	case in.Unkeyed() != nil && s.Forwardable(in.Unkeyed(), in.Request):
+		return taken("forwarded to the site without dedupe (no event id)")
+	case in.Unkeyed() != nil:
+		return refused(http.StatusBadRequest, "no usable event id")
+	case s.Shadow():
+		return taken("claimed as " + s.Name + ":" + in.Key + " in shadow mode (forwarded whatever the store says)")
+	}
+	return taken("claimed as " + s.Name + ":" + in.Key + " (new: forwarded once; a repeat gets the stored answer)")
+}
+
+// allowedText names the methods some sender on rt accepts.
+func allowedText(rt *contract.Route) string {
+	a := rt.Allowed()
+	if a == nil {
+		return "any method"
+	}
+	return "accepted: " + strings.Join(a, ", ")
 }
 
 func parseNow(v string) (time.Time, error) {
@@ -227,4 +307,82 @@ func headerEnd(data []byte) int {
 		}
 	}
 	return -1
+}
+
+// secretFileWarnings names each secret file the config at path reads
+// (every secret_file-like setting: secret_file, previous_secret_file, …)
+// that others on the host may read (world-readable) or change
+// (group- or world-writable): anyone who reads a secret can sign a
+// notification hookonce and the site will take for the provider's. Files
+// that cannot be found are the config's errors, not warnings here.
+func secretFileWarnings(path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				if strings.Contains(k.Value, "secret_file") {
+					files := []*yaml.Node{v}
+					if v.Kind == yaml.SequenceNode {
+						files = v.Content
+					}
+					for _, f := range files {
+						if f.Kind != yaml.ScalarNode || f.Value == "" {
+							continue
+						}
+						p := f.Value
+						if !filepath.IsAbs(p) {
+							p = filepath.Join(filepath.Dir(path), p)
+						}
+						if seen[p] {
+							continue
+						}
+						seen[p] = true
+						if w := secretModeWarning(p); w != "" {
+							out = append(out, fmt.Sprintf("%s:%d: field %s: %s", path, f.Line, k.Value, w))
+						}
+					}
+					continue
+				}
+				walk(v)
+			}
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&root)
+	return out
+}
+
+// secretModeWarning says what is wrong with a secret file's mode, or "".
+func secretModeWarning(p string) string {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	mode := fi.Mode().Perm()
+	var what []string
+	if mode&0o004 != 0 {
+		what = append(what, "readable by every user on the host")
+	}
+	if mode&0o022 != 0 {
+		what = append(what, "writable by others than its owner")
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the secret file %s (mode %04o) is %s: anyone who reads it can sign notifications the site will take for the provider's; chmod 0600 (or 0640 with a group only hookonce is in)",
+		p, mode, strings.Join(what, " and "))
 }

@@ -44,21 +44,40 @@ func TestCheckRequest(t *testing.T) {
 		{"one of two senders on a path, by content, on a path variant", "bitrix-yookassa.http", nil,
 			"sender: yookassa\nkey: 2d6e:payment.succeeded\n" +
 				"hash: sha256:5ac5ff8620054cfd356f799751e93d130842df8208b16657974db56ca23d86e8\nsignature: none\n" +
-				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php/x; unmatched: reject)\n" +
+				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php/x; unmatched: pass (default: every sender on this path has match.when))\n" +
 				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" does not hold\n" +
 				"tried: yookassa: body object.metadata.BX_HANDLER equals \"YANDEX_CHECKOUT\" hold\n"},
 		{"on a sender path, matching none", "bitrix-unmatched.http", nil,
 			"no sender matched POST /bitrix/tools/sale_ps_result.php\n" +
-				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php; unmatched: reject)\n" +
+				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php; unmatched: pass (default: every sender on this path has match.when))\n" +
 				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" does not hold\n" +
 				"tried: yookassa: body object.metadata.BX_HANDLER equals \"YANDEX_CHECKOUT\" does not hold\n"},
+	}
+	// The last line is the verdict; a refusal exits 1.
+	verdicts := map[string]string{
+		"tampered body, LF only, no Content-Length": "verdict: refused 401: the signature does not hold\n",
+		"slack docs vector judged now":              "verdict: refused 401: the signature does not hold\n",
+		"missing key":                               "verdict: refused 400: no usable event id\n",
+		"no sender":                                 "verdict: taken: passed through to the site untouched (no sender names this path)\n",
+		"on a sender path, matching none":           "verdict: taken: forwarded to the site untouched, no dedupe (no sender takes it; unmatched: pass (default: every sender on this path has match.when))\n",
+		"github docs vector, CRLF, trailing newline past Content-Length": "verdict: taken: claimed as github:72d3162e-cc78-11e3-81ab-4c9367dc0958 (new: forwarded once; a repeat gets the stored answer)\n",
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"check", "--config", cfg, "--request", filepath.Join(checkDir, tt.request)}, tt.extra...)
 			stdout, stderr, code := hookonce(t, args...)
-			if code != 0 || !strings.HasPrefix(stdout, tt.want) {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant stdout:\n%s", code, stdout, stderr, tt.want)
+			wantCode := 0
+			if v := verdicts[tt.name]; strings.Contains(v, "refused") {
+				wantCode = 1
+			}
+			if code != wantCode || !strings.HasPrefix(stdout, tt.want) {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant stdout:\n%s", code, wantCode, stdout, stderr, tt.want)
+			}
+			if v := verdicts[tt.name]; v != "" && !strings.HasSuffix(stdout, v) {
+				t.Errorf("stdout ends:\n%s\nwant %q", stdout, v)
+			}
+			if !strings.Contains(stdout, "\nverdict: ") {
+				t.Errorf("no verdict line:\n%s", stdout)
 			}
 		})
 	}

@@ -90,6 +90,32 @@ type Main struct {
 	cancel  context.CancelFunc
 	loops   sync.WaitGroup
 	closing sync.Once
+	// reloadOK and reloadAt are hookonce_config_last_reload_successful
+	// and …_success_timestamp_seconds.
+	reloadOK, reloadAt prometheus.Gauge
+}
+
+// siteCheckTimeout bounds the dial that tells whether the site answers.
+const siteCheckTimeout = 2 * time.Second
+
+// siteCheck dials the site: it answers when a TCP connection to the
+// upstream's host and port opens. Nothing is sent (a request would run
+// the site's code), and the connection is closed at once.
+func (m *Main) siteCheck(ctx context.Context) error {
+	u := m.Config.upstream
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // NewMain returns a Main that logs to stderr.
@@ -144,6 +170,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.proxy = p
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hookonce_config_last_reload_successful",
+		Help: "Whether the last reload of the config file (SIGHUP) was taken (1) or refused, the previous rules staying in force (0); 1 at start.",
+	})
+	m.reloadAt = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hookonce_config_last_reload_success_timestamp_seconds",
+		Help: "When the config in force was loaded (at start or by the last successful reload), Unix seconds.",
+	})
+	reg.MustRegister(m.reloadOK, m.reloadAt)
+	m.reloadOK.Set(1)
+	m.reloadAt.SetToCurrentTime()
 
 	as, err := m.startAdmin(reg)
 	if err != nil {
@@ -178,7 +215,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	m.loops.Add(3)
+	m.loops.Add(4)
+	go func() {
+		// Said at start, so a site that is not up yet (or an upstream
+		// written wrong) is in the first lines of the log, not found at
+		// the first lost delivery.
+		defer m.loops.Done()
+		cctx, ccancel := context.WithTimeout(loopCtx, siteCheckTimeout)
+		defer ccancel()
+		if err := m.siteCheck(cctx); err != nil && loopCtx.Err() == nil {
+			log.Warn("the site does not answer at start: new events will get 502 (and the sender retries) until it does",
+				"upstream", cfg.upstream.Redacted(), "err", err)
+		}
+	}()
 	go func() {
 		defer m.loops.Done()
 		select {
@@ -211,10 +260,13 @@ func (m *Main) Reload() {
 	}
 	ct, err := contract.Load(path)
 	if err != nil {
+		m.reloadOK.Set(0)
 		log.Error("config reload refused; the previous rules stay in force", "file", path,
 			"problems", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return
 	}
+	m.reloadOK.Set(1)
+	m.reloadAt.SetToCurrentTime()
 	for _, w := range ct.Warnings {
 		log.Warn(w)
 	}
@@ -310,6 +362,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 	alog := log.With("component", "admin")
 	h, err := admin.New(admin.Options{Store: m.store, Gatherer: reg, Token: ac.adminToken, Logger: alog, ListenAddr: ac.AdminListen,
 		ProbeInterval: ac.AdminWriteProbeInterval, SessionTTL: ac.AdminSessionTTL, SecureCookie: ac.AdminSecureCookie,
+		Site: m.siteCheck,
 		Unretried: func(ctx context.Context, sender string) ([]dedupe.Record, error) {
 			return p.Unretried(ctx, sender, time.Now())
 		},
