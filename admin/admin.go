@@ -111,11 +111,11 @@ var (
 
 // Handler serves the admin listener's routes.
 type Handler struct {
-	o     Options
-	mux   *http.ServeMux
-	log   *slog.Logger
-	token [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
-	siteState siteState // the last check of the site, for /readyz
+	o         Options
+	mux       *http.ServeMux
+	log       *slog.Logger
+	token     [sha256.Size]byte // SHA-256 of Options.Token; compared in constant time
+	siteState siteState         // the last check of the site, for /readyz
 	// sessions are the /ui sign-ins.
 	sessions *sessions
 	// csrfKey signs the /ui forms' tokens (random per process).
