@@ -31,8 +31,9 @@ import (
 // The metrics the page reads, as the proxy registers them
 // (proxy/metrics.go; admin's tests check the names against a real proxy).
 const (
-	metricRequests = "hookonce_requests_total"
-	metricUpstream = "hookonce_upstream_duration_seconds"
+	metricRequests  = "hookonce_requests_total"
+	metricUpstream  = "hookonce_upstream_duration_seconds"
+	metricUnmatched = "hookonce_unmatched_total"
 )
 
 // Categories are the page's rows: the outcomes of hookonce_requests_total
@@ -78,6 +79,15 @@ type overviewPage struct {
 	HasUnretried bool
 	Senders      []senderOverview
 	Took         string // how long the store's summary took
+	// Unmatched are the requests on a sender's path that no sender there
+	// took, since start, by path (hookonce_unmatched_total).
+	Unmatched []unmatchedRow
+}
+
+// unmatchedRow is one sender path's requests that no sender took.
+type unmatchedRow struct {
+	Path               string
+	Forwarded, Refused int64
 }
 
 type senderOverview struct {
@@ -198,7 +208,7 @@ func (h *Handler) uiOverview(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// This process's metrics.
-	if err := h.startedCounts(get); err != nil {
+	if err := h.startedCounts(get, &p.Unmatched); err != nil {
 		h.log.Warn("admin: metrics not read for the overview", "err", err)
 	}
 
@@ -239,18 +249,37 @@ func (h *Handler) summary(ctx context.Context, span time.Duration) ([]dedupe.Sen
 
 // startedCounts adds hookonce_requests_total and the upstream histogram of
 // the Gatherer to the senders' since-start columns.
-func (h *Handler) startedCounts(get func(string) *senderOverview) error {
+func (h *Handler) startedCounts(get func(string) *senderOverview, unmatched *[]unmatchedRow) error {
 	mfs, err := h.o.Gatherer.Gather()
 	if err != nil {
 		return err
 	}
+	byPath := map[string]*unmatchedRow{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
+		case metricUnmatched:
+			for _, m := range mf.GetMetric() {
+				n := int64(math.Round(m.GetCounter().GetValue()))
+				path := labelOf(m, "path")
+				row := byPath[path]
+				if row == nil {
+					row = &unmatchedRow{Path: path}
+					byPath[path] = row
+				}
+				if labelOf(m, "action") == "forwarded" {
+					row.Forwarded += n
+				} else {
+					row.Refused += n
+				}
+			}
 		case metricRequests:
 			for _, m := range mf.GetMetric() {
 				n := int64(math.Round(m.GetCounter().GetValue()))
 				if n == 0 {
 					continue
+				}
+				if labelOf(m, "sender") == "" && labelOf(m, "outcome") == "unmatched" {
+					continue // shown by path, from hookonce_unmatched_total
 				}
 				s := get(labelOf(m, "sender"))
 				cat := category(labelOf(m, "outcome"))
@@ -266,6 +295,11 @@ func (h *Handler) startedCounts(get func(string) *senderOverview) error {
 					get(labelOf(m, "sender")).Started = latencyOf(fromHistogram(hg), false)
 				}
 			}
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(byPath)) {
+		if row := byPath[path]; row.Forwarded+row.Refused > 0 {
+			*unmatched = append(*unmatched, *row)
 		}
 	}
 	return nil
