@@ -48,9 +48,9 @@ senders:
 		want                      int
 	}{
 		{"POST", bitrix, "application/json", `{"event":"payment.succeeded"}`, 200}, // forwarded
-		{"POST", bitrix, "application/x-www-form-urlencoded", "mdOrder=1", 200},   // forwarded
-		{"PUT", bitrix, "application/json", `{}`, 405},                            // refused
-		{"GET", "/hooks/shop", "", "", 405},                                       // refused
+		{"POST", bitrix, "application/x-www-form-urlencoded", "mdOrder=1", 200},    // forwarded
+		{"PUT", bitrix, "application/json", `{}`, 405},                             // refused
+		{"GET", "/hooks/shop", "", "", 405},                                        // refused
 	} {
 		if got := do(c.method, c.path, c.ctype, c.body); got != c.want {
 			t.Fatalf("%s %s: %d, want %d", c.method, c.path, got, c.want)
