@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -277,12 +278,19 @@ func Parse(data []byte, name string) (*Contract, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		var te *yaml.TypeError
+		msgs := []string{err.Error()}
 		if errors.As(err, &te) {
-			for _, msg := range te.Errors {
-				e.Problems = append(e.Problems, yamlProblem(msg))
-			}
-		} else {
-			e.Problems = append(e.Problems, yamlProblem(err.Error()))
+			msgs = te.Errors
+		}
+		var root yaml.Node
+		var top *yaml.Node
+		if yaml.Unmarshal(data, &root) == nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+			top = root.Content[0]
+		}
+		for _, msg := range msgs {
+			p, name := yamlProblem(msg)
+			placeProblem(top, &p, name)
+			e.Problems = append(e.Problems, p)
 		}
 		return nil, e
 	}
@@ -354,7 +362,20 @@ func Parse(data []byte, name string) (*Contract, error) {
 		for i := range probs {
 			probs[i].Sender, probs[i].Line = label, fieldLine(sf.node, probs[i].Field)
 		}
-		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
+		// An unknown preset is the root cause of whatever it would have
+		// set: it comes first, and "key required" or "signature.scheme
+		// required" that follow from it are left out.
+		if _, known := presets[sf.Preset]; sf.Preset != "" && !known {
+			probs = slices.DeleteFunc(probs, func(p Problem) bool {
+				return (p.Field == "key" || p.Field == "signature.scheme") && strings.HasPrefix(p.Msg, "required")
+			})
+		}
+		sort.SliceStable(probs, func(i, j int) bool {
+			if pi, pj := probs[i].Field == "preset", probs[j].Field == "preset"; pi != pj {
+				return pi
+			}
+			return probs[i].Line < probs[j].Line
+		})
 		for _, p := range probs {
 			e.add(p)
 		}
@@ -393,7 +414,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 				rt.Unmatched, rt.UnmatchedDefault = pf.Unmatched, false
 			}
 		default:
-			e.add(Problem{Line: line, Field: field + ".unmatched", Msg: fmt.Sprintf("%q: want reject or pass", pf.Unmatched)})
+			e.add(Problem{Line: line, Field: field + ".unmatched", Msg: fmt.Sprintf("%q: want reject or pass%s", pf.Unmatched, didYouMean(pf.Unmatched, []string{UnmatchedReject, UnmatchedPass}))})
 		}
 	}
 	for _, rt := range c.router.routes {
@@ -445,12 +466,16 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func (e *Error) add(p Problem) { e.Problems = append(e.Problems, p) }
 
-func yamlProblem(msg string) Problem {
+// yamlProblem turns one of the decoder's messages into a Problem in the
+// operator's words, with the unknown setting's name when it is about one.
+func yamlProblem(msg string) (Problem, string) {
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return Problem{Line: n, Msg: m[2]}
+		text, name := userWordsName(m[2])
+		return Problem{Line: n, Msg: text}, name
 	}
-	return Problem{Msg: strings.TrimPrefix(msg, "yaml: ")}
+	text, name := userWordsName(strings.TrimPrefix(msg, "yaml: "))
+	return Problem{Msg: text}, name
 }
 
 // lookupNode returns the value of key in mapping node m, or nil.
@@ -537,7 +562,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	if sf.Preset != "" {
 		p, ok := presets[sf.Preset]
 		if !ok {
-			bad("preset", "unknown preset %q (known: %s)", sf.Preset, strings.Join(presetNames(), ", "))
+			bad("preset", "unknown preset %q%s (known: %s)", sf.Preset, didYouMean(sf.Preset, presetNames()), strings.Join(presetNames(), ", "))
 		} else {
 			s.Preset = sf.Preset
 			if !s.ownRetryWindow {
@@ -763,7 +788,7 @@ func policy[T ~string](probs *[]Problem, field string, dst *T, v *string, allowe
 		}
 		names[i] = string(a)
 	}
-	*probs = append(*probs, Problem{Field: field, Msg: fmt.Sprintf("%q: want one of %s", *v, strings.Join(names, ", "))})
+	*probs = append(*probs, Problem{Field: field, Msg: fmt.Sprintf("%q: want one of %s%s", *v, strings.Join(names, ", "), didYouMean(*v, names))})
 }
 
 func presetNames() []string {

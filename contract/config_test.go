@@ -72,9 +72,9 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown field", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    colour: red\n", `x.yaml:5: field colour not found`},
-		{"bad duration", "defaults:\n  ttl: forever\n", `x.yaml:2: invalid duration "forever"`},
-		{"bad size", "max_body: lots\n", `x.yaml:1: invalid size "lots"`},
+		{"unknown field", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    colour: red\n", `x.yaml:5: sender "a": field colour: unknown setting "colour"`},
+		{"bad duration", "defaults:\n  ttl: forever\n", `x.yaml:2: field defaults.ttl: invalid duration "forever"`},
+		{"bad size", "max_body: lots\n", `x.yaml:1: field max_body: invalid size "lots"`},
 		{"short lease", "defaults:\n  lease: 1ms\n", `x.yaml:2: field defaults.lease: 1ms is too short`},
 		{"unknown preset", "senders:\n  - name: a\n    preset: paypal\n    match: {path: /a}\n", `x.yaml:3: sender "a": field preset: unknown preset "paypal"`},
 		{"signature without scheme", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `x.yaml:5: sender "a": field signature.scheme: required`},

@@ -124,7 +124,7 @@ func TestGenericConfigErrors(t *testing.T) {
 			}},
 		{"an unknown field is refused by the decoder",
 			[]string{"scheme: hmac", "message: {body: true, salt: x}", "from: [{cookie: x}]", "secret_env: HOOKONCE_OK"},
-			[]string{`test.yaml:7: field salt not found`, `test.yaml:8: field cookie not found`}},
+			[]string{`test.yaml:7: sender "s": field signature.message.salt: unknown setting "salt"`, `test.yaml:8: sender "s": field signature.from[0].cookie: unknown setting "cookie"`}},
 		{"the signature field among the signed ones",
 			[]string{"scheme: hmac", "message: {fields: {source: request}}", "from: [{form: checksum}]", "secret_env: HOOKONCE_OK"},
 			[]string{`field signature.message.fields.exclude: the signature's own form field checksum would be among the signed fields: exclude it`}},
