@@ -134,15 +134,8 @@ func readmeQuickStart(t *testing.T) string {
 // last line.
 func TestCheckRequestExitsOneOnARefusal(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cfg := write("hookonce.yaml", `max_body: 64
+	cfg := filepath.Join(dir, "hookonce.yaml")
+	writeFile(t, cfg, `max_body: 64
 senders:
   - name: robokassa
     match: { path: /s.php, method: "GET,POST", when: [ { request: SHP_HANDLER, equals: ROBOXCHANGE } ] }
@@ -176,7 +169,8 @@ paths:
 			"verdict: refused 413: the body is over max_body (64 bytes)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := write("req.http", tt.request)
+			req := filepath.Join(dir, "req.http")
+			writeFile(t, req, tt.request)
 			stdout, stderr, code := hookonce(t, "check", "--config", cfg, "--request", req)
 			if code != tt.code || !strings.Contains(stdout, tt.verdict) {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant %q", code, tt.code, stdout, stderr, tt.verdict)

@@ -142,6 +142,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	for _, w := range cfg.contract.Warnings {
 		log.Warn(w)
 	}
+	if cfg.ConfigPath != "" {
+		for _, w := range secretFileWarnings(cfg.ConfigPath) {
+			log.Warn(w)
+		}
+	}
 	if len(cfg.contract.Senders) == 0 {
 		log.Warn("no senders configured: every request passes through untouched")
 	}
