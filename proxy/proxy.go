@@ -159,7 +159,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.hits = newHitCounter(o.Store, p.log, every)
 	p.abortCtx, p.abort = context.WithCancel(context.Background())
-	p.contract.Store(o.Contract)
+	p.SetContract(o.Contract)
 	return p, nil
 }
 
@@ -169,7 +169,15 @@ func New(o Options) (*Proxy, error) {
 func (p *Proxy) Waiting() int { return p.waiters.len() }
 
 // SetContract swaps in new sender rules for requests that start after it.
-func (p *Proxy) SetContract(c *contract.Contract) { p.contract.Store(c) }
+func (p *Proxy) SetContract(c *contract.Contract) {
+	// Every sender path's hookonce_unmatched_total series exist from the
+	// start at 0, so a rate over them sees the first request.
+	for _, rt := range c.Routes() {
+		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedForwarded)
+		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedRefused)
+	}
+	p.contract.Store(c)
+}
 
 // Close waits for deliveries at the site until ctx is done, then aborts the
 // rest (their claims are released so the senders' retries run them), and
