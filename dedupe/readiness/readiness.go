@@ -173,6 +173,8 @@ type FieldChange struct {
 	// Suggest is "ignore" (it changes from one send of a notification
 	// to the next) or "key" (it tells two notifications apart).
 	Suggest string `json:"suggest"`
+	// Example is the key of the newest conflict it changed in.
+	Example string `json:"example_key"`
 }
 
 // Shape is what some deliveries looked like: method and field names,
@@ -340,6 +342,7 @@ type tally struct {
 	notOK       map[string]int64
 	changedKeys map[string]map[string]bool
 	changedIn   map[string]int64
+	example     map[string]string
 }
 
 func (a *tally) add(c dedupe.TrafficCount) {
@@ -416,7 +419,7 @@ func (a *tally) readConflicts(ctx context.Context, store dedupe.Reader, sender s
 	if err != nil {
 		return err
 	}
-	a.changedKeys, a.changedIn = map[string]map[string]bool{}, map[string]int64{}
+	a.changedKeys, a.changedIn, a.example = map[string]map[string]bool{}, map[string]int64{}, map[string]string{}
 	for _, c := range cs {
 		if c.ReceivedAt.Before(from) {
 			continue
@@ -428,6 +431,9 @@ func (a *tally) readConflicts(ctx context.Context, store dedupe.Reader, sender s
 		}
 		for _, p := range c.ChangedPaths {
 			a.changedIn[p]++
+			if _, ok := a.example[p]; !ok {
+				a.example[p] = c.Key
+			}
 			if a.changedKeys[p] == nil {
 				a.changedKeys[p] = map[string]bool{}
 			}
@@ -467,7 +473,7 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	}
 	repeats := r.ExactRepeats + r.Changed
 	for field, n := range a.changedIn {
-		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Suggest: "key"}
+		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Suggest: "key", Example: a.example[field]}
 		if looksVolatile(field) || (repeats >= 3 && n == repeats) {
 			fc.Suggest = "ignore"
 		}
@@ -580,7 +586,10 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 		if !known {
 			r.Verdict = UnknownSender
 		}
-		r.Reason = fmt.Sprintf("%d problem(s) would refuse or lose deliveries; fix them and run in shadow mode again", len(r.Problems))
+		r.Reason = "1 problem would refuse deliveries or lose events; fix it and run in shadow mode again"
+		if n := len(r.Problems); n > 1 {
+			r.Reason = fmt.Sprintf("%d problems would refuse deliveries or lose events; fix them and run in shadow mode again", n)
+		}
 	case r.Keyed < th.MinDeliveries || r.ExactRepeats < th.MinRepeats:
 		r.Verdict = NotEnough
 		var need []string

@@ -106,3 +106,15 @@ func readTraffic(ctx context.Context, db *sql.DB, since time.Time) ([]dedupe.Tra
 	}
 	return out, nil
 }
+
+var _ dedupe.Summarizer = (*reader)(nil)
+
+// Summary implements dedupe.Summarizer for a read-only handle, as the
+// Store does (the readiness report reads the distinct keys from it).
+func (r *reader) Summary(ctx context.Context, since time.Time) (sums []dedupe.SenderSummary, err error) {
+	err = r.read("summary", func(db *sql.DB) error {
+		sums, err = summarize(ctx, db, since)
+		return err
+	})
+	return sums, err
+}

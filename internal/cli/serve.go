@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
+	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -90,6 +92,8 @@ type Main struct {
 	cancel  context.CancelFunc
 	loops   sync.WaitGroup
 	closing sync.Once
+
+	readinessSenders atomic.Pointer[[]readiness.Sender] // the senders the readiness report judges (readiness.go)
 }
 
 // NewMain returns a Main that logs to stderr.
@@ -144,6 +148,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.proxy = p
+	m.setReadinessSenders(cfg.contract)
+	gauge := readiness.NewGauge(reg)
 
 	as, err := m.startAdmin(reg)
 	if err != nil {
@@ -178,7 +184,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	m.loops.Add(3)
+	m.loops.Add(4)
 	go func() {
 		defer m.loops.Done()
 		select {
@@ -189,6 +195,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	go func() { defer m.loops.Done(); purgeLoop(loopCtx, store, log) }()
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
+	go func() {
+		defer m.loops.Done()
+		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, false) }, log)
+	}()
 	return nil
 }
 
@@ -219,6 +229,7 @@ func (m *Main) Reload() {
 		log.Warn(w)
 	}
 	m.proxy.SetContract(ct)
+	m.setReadinessSenders(ct)
 	log.Info("config reloaded", "file", path, "senders", len(ct.Senders))
 }
 
@@ -325,6 +336,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			}
 			return admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}, nil
 		},
+		Readiness: func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, true) },
 	})
 	if err != nil {
 		return nil, err
