@@ -608,7 +608,7 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 		r.Verdict = Ready
 		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, no changed payloads, no event lost", r.Keyed, r.ExactRepeats)
 		if r.Mode == "shadow" {
-			r.Reason += "; switch it to `mode: enforce`"
+			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, no changed payloads, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats)
 		}
 	}
 }
