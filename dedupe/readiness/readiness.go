@@ -37,8 +37,8 @@ const (
 // MinDeliveries keyed deliveries and MinRepeats exact repeats in the
 // window, with nothing that would be refused or lost.
 type Thresholds struct {
-	MinDeliveries int64
-	MinRepeats    int64
+	MinDeliveries int64 `json:"min_deliveries"`
+	MinRepeats    int64 `json:"min_repeats"`
 }
 
 // DefaultThresholds: a few dozen deliveries with a couple of exact
