@@ -96,16 +96,25 @@ func ReadinessSenders(ct *contract.Contract) []readiness.Sender {
 	for _, s := range ct.Senders {
 		rs := readiness.Sender{Name: s.Name, Path: s.Path, Mode: string(s.Mode), Signed: s.HasSignature(),
 			HashJSON: s.Hash == contract.HashJSON, StoreRequestBody: s.StoreRequestBody,
-			// No preset carries its provider's documented timeout yet:
-			// the site's deadline stands in for it.
 			Timeout: s.UpstreamTimeout, TimeoutFrom: "upstream_timeout",
 			Success: successWords(s.Success)}
+		if d, ok := documentedTimeout[s.Preset]; ok {
+			rs.Timeout, rs.TimeoutFrom = d, s.Preset+"'s documented timeout"
+		}
 		for _, k := range s.Keys {
 			rs.Keys = append(rs.Keys, string(k.Source)+":"+k.Name)
 		}
 		out = append(out, rs)
 	}
 	return out
+}
+
+// documentedTimeout is how long a preset's provider waits for an answer,
+// where its documentation says (docs/operations.md, "Going live", cites
+// them); other senders are judged against their upstream_timeout.
+var documentedTimeout = map[string]time.Duration{
+	"github":  10 * time.Second, // docs.github.com, best practices for using webhooks (GitHub.com)
+	"shopify": 5 * time.Second,  // shopify.dev, troubleshooting webhooks
 }
 
 // successWords says a success rule in words, for the report.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
 )
 
@@ -414,5 +415,32 @@ func TestReadinessPageAndGauge(t *testing.T) {
 	var rep readiness.Report
 	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || len(rep.Senders) != 4 {
 		t.Fatalf("/v1/readiness answered %d: %s", code, body)
+	}
+}
+
+// A preset whose provider documents how long it waits is judged against
+// that; another sender against its upstream_timeout.
+func TestReadinessSendersTimeout(t *testing.T) {
+	t.Setenv("RD_SECRET", "s3cret")
+	ct, err := contract.Parse([]byte(`
+senders:
+  - name: gh
+    preset: github
+    match: { path: /hooks/github }
+    signature: { secret_env: RD_SECRET }
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+    upstream_timeout: 12s
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := ReadinessSenders(ct)
+	if ss[0].Timeout != 10*time.Second || !strings.Contains(ss[0].TimeoutFrom, "github") || !ss[0].Signed {
+		t.Errorf("gh: %+v", ss[0])
+	}
+	if ss[1].Timeout != 12*time.Second || ss[1].TimeoutFrom != "upstream_timeout" || ss[1].Signed || ss[1].Keys[0] != "body:id" {
+		t.Errorf("shop: %+v", ss[1])
 	}
 }
