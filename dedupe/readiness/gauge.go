@@ -24,11 +24,14 @@ func NewGauge(reg prometheus.Registerer) *Gauge {
 	return &Gauge{g: g}
 }
 
-// Set sets the gauge from r: one series per sender of the report, and the
-// series of senders no longer in it removed.
+// Set sets the gauge from r: one series per configured sender of the
+// report, and the series of senders no longer in it removed.
 func (g *Gauge) Set(r Report) {
 	g.g.Reset()
 	for _, s := range r.Senders {
+		if s.Verdict == UnknownSender {
+			continue // renamed or removed: no series to alert on
+		}
 		v := 0.0
 		if s.Verdict == Ready {
 			v = 1

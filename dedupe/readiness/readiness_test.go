@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
@@ -145,5 +148,25 @@ func TestUnmatchedPaths(t *testing.T) {
 	if len(rep.Paths) != 1 || rep.Paths[0].Refused != 37 ||
 		!strings.Contains(rep.Paths[0].Finding.What, "37 deliveries on /p matched no sender (37 of them refused, not forwarded); they looked like: POST; form: TerminalKey") {
 		t.Errorf("paths: %+v", rep.Paths)
+	}
+}
+
+// The gauge has a series per configured sender: 1 ready, 0 otherwise;
+// none for a sender only the counters name.
+func TestGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := readiness.NewGauge(reg)
+	g.Set(readiness.Report{Senders: []readiness.SenderReport{
+		{Sender: "a", Verdict: readiness.Ready}, {Sender: "b", Verdict: readiness.NotEnough},
+		{Sender: "c", Verdict: readiness.NotReady}, {Sender: "gone", Verdict: readiness.UnknownSender}}})
+	want := `
+# HELP hookonce_sender_ready 1 when the sender's readiness verdict (hookonce readiness) is ready, 0 when it is not ready or has not seen enough traffic.
+# TYPE hookonce_sender_ready gauge
+hookonce_sender_ready{sender="a"} 1
+hookonce_sender_ready{sender="b"} 0
+hookonce_sender_ready{sender="c"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookonce_sender_ready"); err != nil {
+		t.Fatal(err)
 	}
 }
