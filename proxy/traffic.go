@@ -138,10 +138,12 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 	d.p.traffic.note(sender, d.rt.Path, outcome, status, detail, d.upstreamTime)
 }
 
-// Bounds of a request's shape.
+// Bounds of a request's shape: the names kept, a name's length, and the
+// largest body whose names are read.
 const (
 	maxShapeNames = 24
 	maxShapeName  = 48
+	maxShapeBody  = 64 << 10
 )
 
 // notableHeader names the headers that tell a provider apart (signatures,
@@ -161,9 +163,12 @@ func requestShape(method string, req *contract.Request) string {
 	if names := queryNames(req.RawQuery); len(names) > 0 {
 		parts = append(parts, "query: "+joinNames(names))
 	}
-	if len(req.Body) > 0 {
+	if len(req.Body) > maxShapeBody {
+		// Bound the work spent on a body nobody vouched for (trap 30).
+		parts = append(parts, "body: "+firstWord(req.Header.Get("Content-Type"))+" (large)")
+	} else if len(req.Body) > 0 {
 		switch {
-		case json.Valid(req.Body) && len(req.Body) > 0 && req.Body[firstNonSpace(req.Body)] == '{':
+		case req.Body[firstNonSpace(req.Body)] == '{':
 			var top map[string]json.RawMessage
 			if err := json.Unmarshal(req.Body, &top); err == nil {
 				names := make([]string, 0, len(top))
@@ -171,6 +176,8 @@ func requestShape(method string, req *contract.Request) string {
 					names = append(names, k)
 				}
 				parts = append(parts, "json: "+joinNames(names))
+			} else {
+				parts = append(parts, "body: "+firstWord(req.Header.Get("Content-Type")))
 			}
 		default:
 			if f, err := req.Fields(contract.FromForm); err == nil {

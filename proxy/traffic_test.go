@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,38 @@ func TestTrafficFailureLosesNoDelivery(t *testing.T) {
 			t.Fatalf("no log line for the lost counters:\n%s", px.Logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A keyless delivery's shape: names only, bounded, and a large body is
+// not read for them.
+func TestTrafficShapes(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	t.Setenv("TR_SECRET", "s3cret")
+	px := proxytest.Start(t, store, site.URL, trafficYAML)
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"f%02d\n":%d`, i, i)
+	}
+	proxytest.Post(t, px.Server.URL+"/hooks/shop?x=1&card=4111", "{"+strings.Join(many, ",")+"}")
+	proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"pad":"`+strings.Repeat("x", 70<<10)+`"}`)
+	var shapes []string
+	for deadline := time.Now().Add(5 * time.Second); len(shapes) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		cs, err := store.(dedupe.TrafficReader).Traffic(context.Background(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapes = shapes[:0]
+		for _, c := range cs {
+			if c.Outcome == "missing_key" {
+				shapes = append(shapes, c.Detail)
+			}
+		}
+	}
+	want := []string{"POST; body: application/json (large)",
+		"POST; query: card,x; json: f00_,f01_,f02_,f03_,f04_,f05_,f06_,f07_,f08_,f09_,f10_,f11_,f12_,f13_,f14_,f15_,f16_,f17_,f18_,f19_,f20_,f21_,f22_,f23_,…"}
+	if strings.Join(shapes, "\n") != strings.Join(want, "\n") {
+		t.Errorf("shapes:\n%s\nwant:\n%s", strings.Join(shapes, "\n"), strings.Join(want, "\n"))
 	}
 }
