@@ -14,15 +14,16 @@ const mod = "github.com/hookonce/hookonce"
 // gives tests, its tests (go list -deps -test).
 func TestImportRules(t *testing.T) {
 	rules := map[string][]string{ // package → what it must never import
-		"contract":        {"dedupe", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
-		"dedupe":          {"contract", "proxy", "admin", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
-		"dedupe/sqlite":   {"contract", "proxy", "admin", "probe", "dedupe/postgres", "dedupe/redis"},
-		"dedupe/postgres": {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/redis"},
-		"dedupe/redis":    {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres"},
-		"dedupe/cache":    {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
-		"proxy":           {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
-		"admin":           {"proxy", "proxy/proxytest", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
-		"probe":           {"proxy", "proxy/proxytest", "admin", "dedupe", "contract", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"contract":         {"dedupe", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"dedupe":           {"contract", "proxy", "admin", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"dedupe/sqlite":    {"contract", "proxy", "admin", "probe", "dedupe/postgres", "dedupe/redis"},
+		"dedupe/postgres":  {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/redis"},
+		"dedupe/redis":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres"},
+		"dedupe/cache":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"dedupe/readiness": {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"proxy":            {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"admin":            {"proxy", "proxy/proxytest", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"probe":            {"proxy", "proxy/proxytest", "admin", "dedupe", "contract", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 	}
 	// "Tests may import more": the real request path (proxy/proxytest,
 	// with proxy, contract and dedupe), the conformance suite and the

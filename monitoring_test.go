@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -467,6 +468,8 @@ func exportedSeries(t *testing.T) map[string]bool {
 	if len(reg.kinds) == 0 {
 		t.Fatal("proxy.New registered no metrics")
 	}
+	// serve registers the readiness gauge beside the proxy's metrics.
+	readiness.NewGauge(reg)
 	for n, mt := range reg.kinds {
 		if !strings.HasPrefix(n, "hookonce_") {
 			t.Errorf("the proxy registers %s: hookonce's metrics are hookonce_*", n)

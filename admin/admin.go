@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/readiness"
 )
 
 // Defaults for Options fields left zero.
@@ -95,6 +96,10 @@ type Options struct {
 	// /readyz reports it without failing on it (site.go). nil: not
 	// reported.
 	Site func(ctx context.Context) error
+	// Readiness builds the readiness report (serve's senders over the
+	// store); nil when this process does not know the senders (the page
+	// and GET /v1/readiness then say so).
+	Readiness func(ctx context.Context) (readiness.Report, error)
 }
 
 // Redelivery is what an operator's redelivery came to.
@@ -180,6 +185,7 @@ func New(o Options) (*Handler, error) {
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
+	h.routeReadiness()
 	h.routeProfiling()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusNotFound, "Not found", "no such admin route")

@@ -47,6 +47,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"short":    shortHash,
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"join":     strings.Join,
+	// msDuration prints milliseconds as a duration (readiness.go).
+	"msDuration": msDuration,
 }).ParseFS(templateFS, "templates/*.html"))
 
 // CookieName is the /ui session cookie.

@@ -80,6 +80,7 @@ type Proxy struct {
 	pass     *httputil.ReverseProxy
 	capt     *httputil.ReverseProxy
 	hits     *hitCounter
+	traffic  *trafficCounter // the readiness report's counters (traffic.go)
 	failAt   func(point string)
 	replica  string
 	waiters  waiters
@@ -158,6 +159,7 @@ func New(o Options) (*Proxy, error) {
 		every = time.Second
 	}
 	p.hits = newHitCounter(o.Store, p.log, every)
+	p.traffic = newTrafficCounter(o.Store, p.log, every)
 	p.abortCtx, p.abort = context.WithCancel(context.Background())
 	p.SetContract(o.Contract)
 	return p, nil
@@ -198,6 +200,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 	}
 	p.abort()
 	p.hits.close()
+	p.traffic.close()
 	if o, ok := p.capt.Transport.(*oneShot); ok {
 		o.closeIdle()
 	}
@@ -433,6 +436,9 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	d.outcome = outcome
 	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
+	if d.by == dedupe.AttemptBySender {
+		d.noteTraffic(outcome, status) // for the readiness report (traffic.go)
+	}
 	args = append(args, "key", d.key, "outcome", outcome, "status", status,
 		"duration_ms", time.Since(d.start).Milliseconds())
 	if d.upstreamStatus != 0 || d.upstreamTime != 0 {

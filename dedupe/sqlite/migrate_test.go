@@ -316,8 +316,8 @@ func TestMigrateToObjectLocks(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if v := userVersion(t, path); v != 3 {
-				t.Fatalf("user_version after migration = %d, want 3", v)
+			if v := userVersion(t, path); v < 3 {
+				t.Fatalf("user_version after migration = %d, want at least 3", v)
 			}
 			// Opening again finds nothing to do and keeps the lock table.
 			s2, err := sqlite.Open(ctx, path)

@@ -47,6 +47,9 @@ var migrations = [...]string{
 	// held lock: owner and lease as a claim's (lease_until in Unix
 	// milliseconds by the store's clock); unlocking deletes it.
 	schemaObjects,
+	// The traffic counters of the readiness report (traffic.go). Written
+	// here as v4; it follows the conflicts' version when both are merged.
+	schemaTraffic,
 }
 
 // purgeChunk is how many records one transaction of Purge removes.

@@ -84,6 +84,7 @@ func newApp(version string, stdout, stderr io.Writer) *cli.App {
 			versionCommand(version),
 			probeCommand(),
 			healthCommand(),
+			readinessCommand(),
 		},
 		// Exit codes are decided by exitCode, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
+	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -93,6 +95,8 @@ type Main struct {
 	// reloadOK and reloadAt are hookonce_config_last_reload_successful
 	// and …_success_timestamp_seconds.
 	reloadOK, reloadAt prometheus.Gauge
+
+	readinessSenders atomic.Pointer[[]readiness.Sender] // the senders the readiness report judges (readiness.go)
 }
 
 // siteCheckTimeout bounds the dial that tells whether the site answers.
@@ -186,6 +190,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(m.reloadOK, m.reloadAt)
 	m.reloadOK.Set(1)
 	m.reloadAt.SetToCurrentTime()
+	m.setReadinessSenders(cfg.contract)
+	gauge := readiness.NewGauge(reg)
 
 	as, err := m.startAdmin(reg)
 	if err != nil {
@@ -220,7 +226,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	m.loops.Add(4)
+	m.loops.Add(5)
 	go func() {
 		// Said at start, so a site that is not up yet (or an upstream
 		// written wrong) is in the first lines of the log, not found at
@@ -243,6 +249,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	go func() { defer m.loops.Done(); purgeLoop(loopCtx, store, log) }()
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
+	go func() {
+		defer m.loops.Done()
+		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, false) }, log)
+	}()
 	return nil
 }
 
@@ -276,6 +286,7 @@ func (m *Main) Reload() {
 		log.Warn(w)
 	}
 	m.proxy.SetContract(ct)
+	m.setReadinessSenders(ct)
 	log.Info("config reloaded", "file", path, "senders", len(ct.Senders))
 }
 
@@ -383,6 +394,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			}
 			return admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}, nil
 		},
+		Readiness: func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, true) },
 	})
 	if err != nil {
 		return nil, err

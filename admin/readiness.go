@@ -1,0 +1,89 @@
+package admin
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/internal/problem"
+)
+
+// The readiness page (/ui/readiness) and its JSON (GET /v1/readiness):
+// the report Options.Readiness builds, each finding linked to its
+// evidence (the conflicts of the sender, an event that changed, the
+// released events).
+
+func (h *Handler) routeReadiness() {
+	h.mux.Handle("GET /ui/readiness", h.uiAuth(h.uiReadiness))
+	h.mux.Handle("GET /v1/readiness", h.bearer(http.HandlerFunc(h.apiReadiness)))
+}
+
+type readinessPage struct {
+	Title   string
+	Error   string
+	Report  readiness.Report
+	Senders []readinessSender
+}
+
+type readinessSender struct {
+	readiness.SenderReport
+	Class   string // the verdict as a CSS class
+	Answers []struct {
+		Status string
+		N      int64
+	}
+}
+
+func (h *Handler) readinessReport(r *http.Request) (readiness.Report, error) {
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	return h.o.Readiness(ctx)
+}
+
+func (h *Handler) uiReadiness(w http.ResponseWriter, r *http.Request) {
+	if h.o.Readiness == nil {
+		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available",
+			Message: "The readiness report needs the admin listener of hookonce serve (it judges the senders of the config in force); hookonce readiness --config FILE prints it too."})
+		return
+	}
+	rep, err := h.readinessReport(r)
+	if err != nil {
+		h.uiStoreError(w, "readiness", err)
+		return
+	}
+	p := readinessPage{Title: "Readiness", Report: rep}
+	sender := r.URL.Query().Get("sender")
+	for _, s := range rep.Senders {
+		if sender != "" && s.Sender != sender {
+			continue
+		}
+		rs := readinessSender{SenderReport: s, Class: "verdict-" + strings.ReplaceAll(s.Verdict, " ", "-")}
+		for _, st := range slices.Sorted(maps.Keys(s.Answers)) {
+			rs.Answers = append(rs.Answers, struct {
+				Status string
+				N      int64
+			}{st, s.Answers[st]})
+		}
+		p.Senders = append(p.Senders, rs)
+	}
+	h.render(w, http.StatusOK, "readiness.html", p)
+}
+
+func (h *Handler) apiReadiness(w http.ResponseWriter, r *http.Request) {
+	if h.o.Readiness == nil {
+		problem.Write(w, http.StatusNotImplemented, "Not available", "the readiness report needs the admin listener of hookonce serve")
+		return
+	}
+	rep, err := h.readinessReport(r)
+	if err != nil {
+		h.log.Warn("admin: readiness not built", "err", err)
+		problem.Write(w, http.StatusServiceUnavailable, "Store unavailable", "the readiness report could not be read from the store")
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func msDuration(n int64) string { return (time.Duration(n) * time.Millisecond).String() }

@@ -1,0 +1,31 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+var (
+	_ dedupe.TrafficRecorder = (*Store)(nil)
+	_ dedupe.TrafficReader   = (*Store)(nil)
+)
+
+// AddTraffic passes the counters to the wrapped store (they are never
+// cached); a wrapped store that keeps none answers dedupe.ErrNoTraffic.
+func (c *Store) AddTraffic(ctx context.Context, counts []dedupe.TrafficCount) error {
+	if r, ok := c.Store.(dedupe.TrafficRecorder); ok {
+		return r.AddTraffic(ctx, counts)
+	}
+	return fmt.Errorf("add traffic: the wrapped store %T: %w", c.Store, dedupe.ErrNoTraffic)
+}
+
+// Traffic reads the wrapped store's counters.
+func (c *Store) Traffic(ctx context.Context, since time.Time) ([]dedupe.TrafficCount, error) {
+	if r, ok := c.Store.(dedupe.TrafficReader); ok {
+		return r.Traffic(ctx, since)
+	}
+	return nil, fmt.Errorf("traffic: the wrapped store %T: %w", c.Store, dedupe.ErrNoTraffic)
+}

@@ -1,0 +1,69 @@
+package readiness
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Gauge is hookonce_sender_ready{sender}: 1 when the sender's verdict is
+// ready, 0 otherwise (not enough traffic, not ready).
+type Gauge struct{ g *prometheus.GaugeVec }
+
+// NewGauge registers hookonce_sender_ready on reg (nil: unregistered).
+func NewGauge(reg prometheus.Registerer) *Gauge {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookonce_sender_ready",
+		Help: "1 when the sender's readiness verdict (hookonce readiness) is ready, 0 when it is not ready or has not seen enough traffic.",
+	}, []string{"sender"})
+	if reg != nil {
+		reg.MustRegister(g)
+	}
+	return &Gauge{g: g}
+}
+
+// Set sets the gauge from r: one series per configured sender of the
+// report, and the series of senders no longer in it removed.
+func (g *Gauge) Set(r Report) {
+	g.g.Reset()
+	for _, s := range r.Senders {
+		if s.Verdict == UnknownSender {
+			continue // renamed or removed: no series to alert on
+		}
+		v := 0.0
+		if s.Verdict == Ready {
+			v = 1
+		}
+		g.g.WithLabelValues(s.Sender).Set(v)
+	}
+}
+
+// Watch builds the report every interval until ctx is done and sets the
+// gauge from it; a failed build is logged and leaves the gauge as it was.
+func (g *Gauge) Watch(ctx context.Context, every time.Duration, build func(ctx context.Context) (Report, error), log *slog.Logger) {
+	run := func() {
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, err := build(bctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("readiness not computed; hookonce_sender_ready keeps its last values", "err", err)
+			}
+			return
+		}
+		g.Set(r)
+	}
+	run()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			run()
+		}
+	}
+}

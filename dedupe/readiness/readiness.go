@@ -1,0 +1,655 @@
+// Package readiness answers the operator's question before going live:
+// would turning deduplication on for this sender lose anything on my own
+// traffic? It reads what a store kept of the deliveries (the traffic
+// counters, dedupe.TrafficReader; the conflicts and their changed fields;
+// the per-sender aggregate where the store keeps one) and gives each
+// sender a verdict — ready, not enough traffic, or not ready — with the
+// evidence and the change that fixes it.
+//
+// It imports only dedupe: the caller describes the senders (Sender) from
+// its config, so the admin page, the command line and serve's gauge share
+// one judgement without knowing the contract.
+package readiness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// Verdicts.
+const (
+	Ready         = "ready"
+	NotEnough     = "not enough traffic"
+	NotReady      = "not ready"
+	UnknownSender = "not in the config"
+)
+
+// Thresholds of the verdict. A sender is ready once it has taken
+// MinDeliveries keyed deliveries and MinRepeats exact repeats in the
+// window, with nothing that would be refused or lost.
+type Thresholds struct {
+	MinDeliveries int64 `json:"min_deliveries"`
+	MinRepeats    int64 `json:"min_repeats"`
+}
+
+// DefaultThresholds: a few dozen deliveries with a couple of exact
+// repeats, all answered from a stored answer, are enough to go live.
+var DefaultThresholds = Thresholds{MinDeliveries: 20, MinRepeats: 2}
+
+// Sender is what the config says of one sender, as the report needs it.
+type Sender struct {
+	Name string
+	Path string // match.path
+	Mode string // enforce or shadow
+	// Signed: a signature (or another verification) is configured.
+	Signed bool
+	// HashJSON: the payload hash is canonical JSON, so ignore applies.
+	HashJSON bool
+	// Timeout is how long the sender waits for an answer: the provider's
+	// documented timeout where known, else upstream_timeout; TimeoutFrom
+	// says which.
+	Timeout     time.Duration
+	TimeoutFrom string
+	// Success is the success rule in words ("" when the status decides).
+	Success string
+	// Keys are the key's parts in words (body:id, header:X-Event-Id).
+	Keys []string
+	// StoreRequestBody: the sender keeps request bodies, so a conflict
+	// records which fields changed.
+	StoreRequestBody bool
+}
+
+// Options of Build.
+type Options struct {
+	// Now is the report's time; zero means time.Now().
+	Now time.Time
+	// Since starts the window; zero means since each sender was first
+	// seen (at most dedupe.TrafficKeep ago).
+	Since time.Time
+	// Sender limits the report to one sender ("" for all).
+	Sender     string
+	Thresholds Thresholds
+	// DistinctKeys reads the store's per-sender aggregate (an aggregate
+	// over the records of the window) for the number of distinct keys;
+	// without it the count is estimated from the counters.
+	DistinctKeys bool
+	// MaxConflicts bounds the conflicts read per sender; 0 means 500.
+	MaxConflicts int
+}
+
+// Report is the readiness of every sender.
+type Report struct {
+	Generated time.Time `json:"generated"`
+	// Since is the window's start: the first day anything was counted.
+	Since   time.Time      `json:"since"`
+	Ready   bool           `json:"ready"` // every sender is ready
+	Senders []SenderReport `json:"senders"`
+	// Paths are the sender paths with deliveries that no sender took:
+	// reported for their path, not held against the senders on it.
+	Paths      []PathReport `json:"unmatched_paths"`
+	Thresholds Thresholds   `json:"thresholds"`
+}
+
+// SenderReport is one sender's evidence and verdict.
+type SenderReport struct {
+	Sender    string    `json:"sender"`
+	Path      string    `json:"path,omitempty"`
+	Mode      string    `json:"mode,omitempty"`
+	FirstSeen time.Time `json:"first_seen,omitzero"`
+	LastSeen  time.Time `json:"last_seen,omitzero"`
+	// Deliveries is every delivery this sender took.
+	Deliveries int64 `json:"deliveries"`
+	// Keyed: deliveries that had an event id and a valid signature.
+	Keyed int64 `json:"keyed"`
+	// DistinctKeys: events received in the window (from the records when
+	// the store aggregates them, else the new events counted);
+	// DistinctKeysExact says which.
+	DistinctKeys      int64 `json:"distinct_keys"`
+	DistinctKeysExact bool  `json:"distinct_keys_exact"`
+	// ExactRepeats: repeats of a done event with the same payload, answered
+	// (or, in shadow mode, that would be answered) from the stored answer;
+	// Replayed of them were answered so (enforce mode).
+	ExactRepeats int64 `json:"exact_repeats"`
+	Replayed     int64 `json:"replayed"`
+	// RepeatsWhileBusy: repeats that came while the first delivery was at
+	// the site (they wait, or get 409).
+	RepeatsWhileBusy int64 `json:"repeats_while_busy"`
+	// Changed: payloads that changed under a known key (would be 422).
+	Changed       int64         `json:"changed_payloads"`
+	ChangedFields []FieldChange `json:"changed_fields,omitempty"`
+	// ChangedRead: conflicts read for ChangedFields (at most
+	// Options.MaxConflicts); ChangedUnrecorded of them named no field.
+	ChangedRead       int64   `json:"changed_read"`
+	ChangedUnrecorded int64   `json:"changed_unrecorded"`
+	MissingKey        int64   `json:"missing_key"`
+	MissingKeyShapes  []Shape `json:"missing_key_shapes,omitempty"`
+	Passthrough       int64   `json:"passthrough"`
+	SignatureFailures int64   `json:"signature_failures"`
+	// Unsigned: deliveries taken without any signature configured.
+	Unsigned int64 `json:"unsigned"`
+	// Answers counts the site's answers to the deliveries forwarded with a
+	// claim, by status.
+	Answers map[string]int64 `json:"answers"`
+	// NotSuccess: final answers that failed the success rule, by status.
+	NotSuccess         int64            `json:"not_success"`
+	NotSuccessByStatus map[string]int64 `json:"not_success_by_status,omitempty"`
+	Success            string           `json:"success_rule,omitempty"`
+	SiteFailed         int64            `json:"site_failed"` // 5xx, 408, 425, 429, unreachable: freed for the retry
+	Ambiguous          int64            `json:"ambiguous"`
+	TooLarge           int64            `json:"too_large"`
+	Unreadable         int64            `json:"unreadable"`
+	StoreErrors        int64            `json:"store_errors"`
+	ObjectBusy         int64            `json:"object_busy"`
+	// SlowestMillis is the slowest answer of the site, against the time
+	// the sender waits (TimeoutMillis, from TimeoutFrom).
+	SlowestMillis int64  `json:"slowest_ms"`
+	TimeoutMillis int64  `json:"timeout_ms,omitempty"`
+	TimeoutFrom   string `json:"timeout_from,omitempty"`
+
+	Verdict string `json:"verdict"`
+	// Reason is the verdict in one sentence.
+	Reason string `json:"reason"`
+	// Problems hold the verdict back: each with its evidence and fix.
+	Problems []Finding `json:"problems,omitempty"`
+	// Notes are worth knowing and change nothing in the verdict.
+	Notes []Finding `json:"notes,omitempty"`
+}
+
+// FieldChange is one field that changed under a known key.
+type FieldChange struct {
+	Field string `json:"field"`
+	// Times: the conflicts it changed in; Keys: the distinct keys.
+	Times int64 `json:"times"`
+	Keys  int64 `json:"keys"`
+	// Suggest is "ignore" (it changes from one send of a notification
+	// to the next) or "key" (it tells two notifications apart).
+	Suggest string `json:"suggest"`
+	// Example is the key of the newest conflict it changed in.
+	Example string `json:"example_key"`
+}
+
+// Shape is what some deliveries looked like: method and field names,
+// never values.
+type Shape struct {
+	Shape string `json:"shape"`
+	N     int64  `json:"n"`
+}
+
+// Finding is one thing the report found, and what to do about it.
+type Finding struct {
+	What string `json:"what"`
+	Fix  string `json:"fix,omitempty"`
+	// Link is the admin page that shows the evidence ("" when none).
+	Link string `json:"link,omitempty"`
+}
+
+// PathReport is one sender path's deliveries that no sender took.
+type PathReport struct {
+	Path       string   `json:"path"`
+	Deliveries int64    `json:"deliveries"`
+	Refused    int64    `json:"refused"` // answered by hookonce (403/405), not forwarded
+	Shapes     []Shape  `json:"shapes"`
+	Senders    []string `json:"senders,omitempty"` // the senders configured on it
+	Finding    Finding  `json:"finding"`
+}
+
+// ErrNoCounters: the store keeps no traffic counters.
+var ErrNoCounters = dedupe.ErrNoTraffic
+
+// Build reads the store and judges every sender of senders (and every
+// sender the counters name that the config no longer has).
+func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options) (Report, error) {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	if o.Thresholds == (Thresholds{}) {
+		o.Thresholds = DefaultThresholds
+	}
+	if o.MaxConflicts <= 0 {
+		o.MaxConflicts = 500
+	}
+	tr, ok := store.(dedupe.TrafficReader)
+	if !ok {
+		return Report{}, fmt.Errorf("readiness: %w", dedupe.ErrNoTraffic)
+	}
+	counts, err := tr.Traffic(ctx, o.Since)
+	if err != nil {
+		return Report{}, fmt.Errorf("readiness: %w", err)
+	}
+	rep := Report{Generated: o.Now.UTC(), Since: o.Since, Thresholds: o.Thresholds}
+
+	cfg := map[string]Sender{}
+	onPath := map[string][]string{}
+	for _, s := range senders {
+		cfg[s.Name] = s
+		onPath[s.Path] = append(onPath[s.Path], s.Name)
+	}
+	tallies := map[string]*tally{}
+	get := func(name string) *tally {
+		a := tallies[name]
+		if a == nil {
+			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{}}
+			tallies[name] = a
+		}
+		return a
+	}
+	for _, s := range senders {
+		get(s.Name)
+	}
+	paths := map[string]*PathReport{}
+	pathShapes := map[string]map[string]int64{}
+	for _, c := range counts {
+		if o.Since.IsZero() && (rep.Since.IsZero() || c.Day.Before(rep.Since)) {
+			rep.Since = c.Day
+		}
+		if c.Sender == "" {
+			p := paths[c.Path]
+			if p == nil {
+				p = &PathReport{Path: c.Path}
+				paths[c.Path] = p
+				pathShapes[c.Path] = map[string]int64{}
+			}
+			p.Deliveries += c.N
+			if c.Status != 0 {
+				p.Refused += c.N
+			}
+			if c.Detail != "" {
+				pathShapes[c.Path][c.Detail] += c.N
+			}
+			continue
+		}
+		get(c.Sender).add(c)
+	}
+
+	var sums map[string]dedupe.SenderSummary
+	if o.DistinctKeys {
+		if sz, ok := store.(dedupe.Summarizer); ok {
+			if list, err := sz.Summary(ctx, rep.Since); err == nil {
+				sums = map[string]dedupe.SenderSummary{}
+				for _, s := range list {
+					sums[s.Sender] = s
+				}
+			} else if !errors.Is(err, dedupe.ErrNoSummary) {
+				return Report{}, fmt.Errorf("readiness: %w", err)
+			}
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(tallies)) {
+		if o.Sender != "" && name != o.Sender {
+			continue
+		}
+		a := tallies[name]
+		s, known := cfg[name]
+		a.r.Path, a.r.Mode = s.Path, s.Mode
+		if a.r.Changed > 0 {
+			if err := a.readConflicts(ctx, store, name, a.r.FirstSeen, o.MaxConflicts); err != nil {
+				return Report{}, fmt.Errorf("readiness: %w", err)
+			}
+		}
+		if sum, ok := sums[name]; ok {
+			a.r.DistinctKeys, a.r.DistinctKeysExact = sum.Records, true
+		}
+		judge(&a.r, a, s, known, o.Thresholds, o.Now)
+		rep.Senders = append(rep.Senders, a.r)
+	}
+	for _, path := range slices.Sorted(maps.Keys(paths)) {
+		p := paths[path]
+		p.Shapes = topShapes(pathShapes[path], 5)
+		p.Senders = onPath[path]
+		what := fmt.Sprintf("%d deliveries on %s matched no sender", p.Deliveries, path)
+		if p.Refused > 0 {
+			what += fmt.Sprintf(" (%d of them refused, not forwarded)", p.Refused)
+		}
+		if len(p.Shapes) > 0 {
+			what += "; they looked like: " + p.Shapes[0].Shape
+		}
+		p.Finding = Finding{What: what, Fix: "add a sender for them (its match.when telling them apart from " +
+			orNone(p.Senders) + "), or leave them to the path's unmatched rule if they are not webhooks"}
+		if o.Sender == "" || slices.Contains(p.Senders, o.Sender) {
+			rep.Paths = append(rep.Paths, *p)
+		}
+	}
+	rep.Ready = len(rep.Senders) > 0
+	for _, s := range rep.Senders {
+		if s.Verdict != Ready {
+			rep.Ready = false
+		}
+	}
+	return rep, nil
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "the senders there"
+	}
+	return strings.Join(names, ", ")
+}
+
+// tally gathers one sender's counters.
+type tally struct {
+	r           SenderReport
+	shapes      map[string]int64
+	notOK       map[string]int64
+	changedKeys map[string]map[string]bool
+	changedIn   map[string]int64
+	example     map[string]string
+}
+
+func (a *tally) add(c dedupe.TrafficCount) {
+	r := &a.r
+	if r.FirstSeen.IsZero() || c.Day.Before(r.FirstSeen) {
+		r.FirstSeen = c.Day
+	}
+	if c.Day.After(r.LastSeen) {
+		r.LastSeen = c.Day
+	}
+	r.Deliveries += c.N
+	would := strings.HasPrefix(c.Outcome, "would_")
+	st := strconv.Itoa(c.Status)
+	switch strings.TrimPrefix(c.Outcome, "would_") {
+	case "processed", "takeover":
+		r.Keyed += c.N
+		r.DistinctKeys += c.N
+		r.Answers[st] += c.N
+		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
+	case "not_success":
+		r.Keyed += c.N
+		r.Answers[st] += c.N
+		r.NotSuccess += c.N
+		a.notOK[st] += c.N
+		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
+	case "released":
+		r.Keyed += c.N
+		r.SiteFailed += c.N
+		if c.Status != 0 {
+			r.Answers[st] += c.N
+		}
+		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
+	case "ambiguous":
+		r.Keyed += c.N
+		r.Ambiguous += c.N
+		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
+	case "duplicate":
+		r.Keyed += c.N
+		r.ExactRepeats += c.N
+		if !would {
+			r.Replayed += c.N
+		}
+	case "in_progress":
+		r.Keyed += c.N
+		r.RepeatsWhileBusy += c.N
+	case "conflict":
+		r.Keyed += c.N
+		r.Changed += c.N
+	case "rejected_signature":
+		r.SignatureFailures += c.N
+	case "missing_key":
+		r.MissingKey += c.N
+		if c.Detail != "" {
+			a.shapes[c.Detail] += c.N
+		}
+	case "passthrough":
+		r.Passthrough += c.N
+	case "too_large":
+		r.TooLarge += c.N
+	case "bad_request":
+		r.Unreadable += c.N
+	case "store_error":
+		r.StoreErrors += c.N
+	case "object_busy":
+		r.Keyed += c.N
+		r.ObjectBusy += c.N
+	}
+}
+
+// readConflicts reads the sender's conflicts since from and counts the
+// fields they changed.
+func (a *tally) readConflicts(ctx context.Context, store dedupe.Reader, sender string, from time.Time, limit int) error {
+	cs, err := store.Conflicts(ctx, dedupe.ListFilter{Sender: sender, Limit: limit})
+	if err != nil {
+		return err
+	}
+	a.changedKeys, a.changedIn, a.example = map[string]map[string]bool{}, map[string]int64{}, map[string]string{}
+	for _, c := range cs {
+		if c.ReceivedAt.Before(from) {
+			continue
+		}
+		a.r.ChangedRead++
+		if len(c.ChangedPaths) == 0 {
+			a.r.ChangedUnrecorded++
+			continue
+		}
+		for _, p := range c.ChangedPaths {
+			a.changedIn[p]++
+			if _, ok := a.example[p]; !ok {
+				a.example[p] = c.Key
+			}
+			if a.changedKeys[p] == nil {
+				a.changedKeys[p] = map[string]bool{}
+			}
+			a.changedKeys[p][c.Key] = true
+		}
+	}
+	return nil
+}
+
+// volatileNames are parts of field names that change from one send of a
+// notification to the next (attempt counters, send times, delivery ids),
+// not between two notifications.
+var volatileNames = []string{"pending_webhooks", "attempt", "retry", "retries", "sent_at", "send_time", "delivered_at",
+	"delivery_id", "deliveryid", "timestamp", "notification_time", "request_id", "requestid"}
+
+func looksVolatile(field string) bool {
+	last := strings.ToLower(field[strings.LastIndexByte(field, '.')+1:])
+	for _, v := range volatileNames {
+		if strings.Contains(last, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// judge turns a sender's evidence into its verdict.
+func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now time.Time) {
+	link := func(page string) string { return page + "?sender=" + url.QueryEscape(r.Sender) }
+	if known && !s.Signed {
+		r.Unsigned = r.Deliveries
+	}
+	r.Success = s.Success
+	r.TimeoutMillis, r.TimeoutFrom = s.Timeout.Milliseconds(), s.TimeoutFrom
+	r.MissingKeyShapes = topShapes(a.shapes, 5)
+	if len(a.notOK) > 0 {
+		r.NotSuccessByStatus = a.notOK
+	}
+	repeats := r.ExactRepeats + r.Changed
+	for field, n := range a.changedIn {
+		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Suggest: "key", Example: a.example[field]}
+		if looksVolatile(field) || (repeats >= 3 && n == repeats) {
+			fc.Suggest = "ignore"
+		}
+		r.ChangedFields = append(r.ChangedFields, fc)
+	}
+	slices.SortFunc(r.ChangedFields, func(x, y FieldChange) int {
+		if x.Times != y.Times {
+			return int(y.Times - x.Times)
+		}
+		return strings.Compare(x.Field, y.Field)
+	})
+
+	problem := func(f Finding) { r.Problems = append(r.Problems, f) }
+	note := func(f Finding) { r.Notes = append(r.Notes, f) }
+
+	if r.Changed > 0 {
+		for _, fc := range r.ChangedFields {
+			switch fc.Suggest {
+			case "ignore":
+				fix := fmt.Sprintf("add `%s` to `ignore`", fc.Field)
+				if !s.HashJSON {
+					fix = fmt.Sprintf("set `hash: json` and add `%s` to `ignore`", fc.Field)
+				}
+				problem(Finding{What: fmt.Sprintf("`%s` changed in %d of %d repeats (it changes from one send of a notification to the next)", fc.Field, fc.Times, repeats),
+					Fix: fix + "; if it does tell two notifications apart, add it to the key instead", Link: link("/ui/conflicts")})
+			default:
+				problem(Finding{What: fmt.Sprintf("two payloads per key differ in `%s` (%d times, %d keys): two notifications share one event id", fc.Field, fc.Times, fc.Keys),
+					Fix:  fmt.Sprintf("add `%s` to the key (%s), so each notification gets its own; if it only changes when a notification is sent again, add it to `ignore` instead", fc.Field, keyWords(s)),
+					Link: link("/ui/conflicts")})
+			}
+		}
+		if r.ChangedUnrecorded > 0 || len(r.ChangedFields) == 0 {
+			what := fmt.Sprintf("%d payloads changed under a known key (would be answered 422)", r.Changed)
+			fix := "open the conflicts to see what changed"
+			if !s.StoreRequestBody {
+				fix = "set `store_request_body: true` on this sender so the next conflicts record which fields changed, then run the report again"
+			}
+			if r.ChangedUnrecorded > 0 && len(r.ChangedFields) > 0 {
+				what = fmt.Sprintf("%d more changed payloads name no changed field (not JSON, or bodies not kept)", r.ChangedUnrecorded)
+			}
+			problem(Finding{What: what, Fix: fix, Link: link("/ui/conflicts")})
+		}
+	}
+	if r.MissingKey > 0 {
+		what := fmt.Sprintf("%d deliveries had no event id (would be answered 400)", r.MissingKey)
+		if len(r.MissingKeyShapes) > 0 {
+			what += "; they looked like: " + r.MissingKeyShapes[0].Shape
+		}
+		problem(Finding{What: what, Fix: fmt.Sprintf("if these are genuine notifications without an id, forward them without dedupe (`missing_key: pass`); otherwise correct the key (%s)", keyWords(s))})
+	}
+	if r.SignatureFailures > 0 {
+		problem(Finding{What: fmt.Sprintf("%d deliveries failed the signature check (would be answered 401)", r.SignatureFailures),
+			Fix: "check the sender's secret (the environment variable `signature.secret_env` names) against the provider's settings; a provider with several secrets needs each of them"})
+	}
+	if r.NotSuccess > 0 {
+		var by []string
+		for _, st := range slices.Sorted(maps.Keys(a.notOK)) {
+			by = append(by, fmt.Sprintf("%s %d times", st, a.notOK[st]))
+		}
+		rule := "its success rule"
+		if s.Success != "" {
+			rule = s.Success
+		}
+		problem(Finding{What: fmt.Sprintf("the site answered %s without %s", strings.Join(by, ", "), rule),
+			Fix:  "check the success rule: if the site did apply these notifications, the rule is wrong and every retry would run the handler again; if it did not, the site failed them (see its logs)",
+			Link: "/ui/events?sender=" + url.QueryEscape(r.Sender) + "&status=released"})
+	}
+	if r.TooLarge > 0 {
+		problem(Finding{What: fmt.Sprintf("%d deliveries were larger than max_body (would be answered 413)", r.TooLarge), Fix: "raise `max_body`"})
+	}
+	if r.Unreadable > 0 {
+		problem(Finding{What: fmt.Sprintf("%d deliveries had a body hookonce cannot read as the site does (would be answered 400)", r.Unreadable),
+			Fix: "see the log lines with outcome bad_request for the reason; such a body cannot be judged safely"})
+	}
+	if !known {
+		problem(Finding{What: "deliveries were counted for this sender, and the config has no sender of this name", Fix: "nothing, if it was renamed or removed on purpose"})
+	}
+
+	if known && !s.Signed && r.Deliveries > 0 {
+		note(Finding{What: fmt.Sprintf("all %d deliveries were taken without a signature check", r.Deliveries),
+			Fix: "configure the provider's signature if it signs: anyone who reaches hookonce can otherwise take an event id first"})
+	}
+	if r.SiteFailed > 0 {
+		note(Finding{What: fmt.Sprintf("the site failed %d deliveries (5xx, 408, 425, 429 or unreachable); each was freed for the sender's retry", r.SiteFailed)})
+	}
+	if r.Ambiguous > 0 {
+		note(Finding{What: fmt.Sprintf("%d deliveries timed out or broke at the site after being sent (the handler may have run)", r.Ambiguous),
+			Link: "/ui/events?sender=" + url.QueryEscape(r.Sender) + "&status=unretried"})
+	}
+	if r.RepeatsWhileBusy > 0 {
+		note(Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site", r.RepeatsWhileBusy),
+			Fix: "with `in_progress: wait` they get the first one's answer instead of 409"})
+	}
+	if r.StoreErrors > 0 {
+		note(Finding{What: fmt.Sprintf("the store failed %d times for this sender", r.StoreErrors), Fix: "check the store (see /readyz and the log)"})
+	}
+	if r.Passthrough > 0 {
+		note(Finding{What: fmt.Sprintf("%d deliveries were forwarded without dedupe (no event id, passed as configured)", r.Passthrough)})
+	}
+	if r.TimeoutMillis > 0 && r.SlowestMillis > r.TimeoutMillis/2 {
+		f := Finding{What: fmt.Sprintf("the slowest answer took %s; the sender waits %s (%s)", ms(r.SlowestMillis), ms(r.TimeoutMillis), r.TimeoutFrom)}
+		if r.SlowestMillis > r.TimeoutMillis {
+			f.Fix = "the sender gives up first and sends again while the site works; `in_progress: wait` answers those repeats once the first is done"
+		}
+		note(f)
+	}
+	switch {
+	case len(r.Problems) > 0:
+		r.Verdict = NotReady
+		if !known {
+			r.Verdict = UnknownSender
+		}
+		r.Reason = "1 problem would refuse deliveries or lose events; fix it and run in shadow mode again"
+		if n := len(r.Problems); n > 1 {
+			r.Reason = fmt.Sprintf("%d problems would refuse deliveries or lose events; fix them and run in shadow mode again", n)
+		}
+	case r.Keyed < th.MinDeliveries || r.ExactRepeats < th.MinRepeats:
+		r.Verdict = NotEnough
+		var need []string
+		if more := th.MinDeliveries - r.Keyed; more > 0 {
+			s := fmt.Sprintf("%d more deliveries", more)
+			if days := daysFor(more, r.Keyed, r.FirstSeen, now); days > 0 {
+				s += fmt.Sprintf(" (about %d more days at the rate seen so far)", days)
+			}
+			need = append(need, s)
+		}
+		if more := th.MinRepeats - r.ExactRepeats; more > 0 {
+			need = append(need, fmt.Sprintf("%d more exact repeats (a sender's retry or resend of a notification already answered)", more))
+		}
+		r.Reason = "nothing wrong so far; needs " + strings.Join(need, " and ")
+	default:
+		r.Verdict = Ready
+		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, no changed payloads, no event lost", r.Keyed, r.ExactRepeats)
+		if r.Mode == "shadow" {
+			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, no changed payloads, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats)
+		}
+	}
+}
+
+// daysFor estimates the days the next more deliveries take at the rate of
+// seen deliveries since first; 0 when unknown.
+func daysFor(more, seen int64, first, now time.Time) int64 {
+	if seen <= 0 || first.IsZero() {
+		return 0
+	}
+	days := now.Sub(first).Hours() / 24
+	if days < 1 {
+		days = 1
+	}
+	perDay := float64(seen) / days
+	d := int64(float64(more)/perDay + 0.999)
+	return max(d, 1)
+}
+
+func keyWords(s Sender) string {
+	if len(s.Keys) == 0 {
+		return "`key:` of this sender"
+	}
+	return "the key is " + strings.Join(s.Keys, " + ")
+}
+
+func ms(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+
+func topShapes(m map[string]int64, n int) []Shape {
+	out := make([]Shape, 0, len(m))
+	for s, c := range m {
+		out = append(out, Shape{Shape: s, N: c})
+	}
+	slices.SortFunc(out, func(a, b Shape) int {
+		if a.N != b.N {
+			return int(b.N - a.N)
+		}
+		return strings.Compare(a.Shape, b.Shape)
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}

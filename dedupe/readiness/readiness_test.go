@@ -1,0 +1,172 @@
+package readiness_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+// store opens an SQLite store holding counts.
+func store(t *testing.T, counts ...dedupe.TrafficCount) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.AddTraffic(context.Background(), counts); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func build(t *testing.T, s dedupe.Reader, senders ...readiness.Sender) readiness.Report {
+	t.Helper()
+	rep, err := readiness.Build(context.Background(), s, senders, readiness.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+var (
+	today = dedupe.TrafficDay(time.Now())
+	now   = today.Add(12 * time.Hour) // the report's time: the rate of a day is fixed
+)
+
+func count(sender, outcome string, status int, n int64) dedupe.TrafficCount {
+	return dedupe.TrafficCount{Day: today, Sender: sender, Path: "/p", Outcome: outcome, Status: status, N: n}
+}
+
+func has(fs []readiness.Finding, part string) bool {
+	for _, f := range fs {
+		if strings.Contains(f.What+" → "+f.Fix, part) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestVerdicts(t *testing.T) {
+	signed := func(name string) readiness.Sender {
+		return readiness.Sender{Name: name, Path: "/p", Mode: "shadow", Signed: true, Keys: []string{"body:id"}}
+	}
+	missingShape := dedupe.TrafficCount{Day: today, Sender: "keyless", Path: "/p", Outcome: "would_missing_key", N: 3, Detail: "POST; json: object,type"}
+	s := store(t,
+		// ready: enough deliveries and repeats, nothing wrong.
+		count("ready", "processed", 200, 20), count("ready", "would_duplicate", 0, 2),
+		// not enough: few deliveries over three days, no repeat yet.
+		dedupe.TrafficCount{Day: today.AddDate(0, 0, -2), Sender: "quiet", Path: "/p", Outcome: "processed", Status: 200, N: 3},
+		count("quiet", "processed", 200, 3),
+		// not ready: missing keys and bad signatures.
+		count("keyless", "processed", 200, 30), count("keyless", "would_duplicate", 0, 5), missingShape,
+		count("forged", "processed", 200, 30), count("forged", "would_duplicate", 0, 5), count("forged", "would_rejected_signature", 0, 4),
+		// a sender the config no longer has.
+		count("gone", "processed", 200, 1),
+	)
+	rep := build(t, s, signed("ready"), signed("quiet"), signed("keyless"), signed("forged"))
+	by := map[string]readiness.SenderReport{}
+	for _, r := range rep.Senders {
+		by[r.Sender] = r
+	}
+	if r := by["ready"]; r.Verdict != readiness.Ready || len(r.Problems) != 0 || len(r.Notes) != 0 {
+		t.Errorf("ready: %+v", r)
+	}
+	if r := by["quiet"]; r.Verdict != readiness.NotEnough || !strings.Contains(r.Reason, "14 more deliveries (about 6 more days") ||
+		!strings.Contains(r.Reason, "2 more exact repeats") {
+		t.Errorf("quiet: %s: %s", r.Verdict, r.Reason)
+	}
+	if r := by["keyless"]; r.Verdict != readiness.NotReady || r.MissingKey != 3 ||
+		!has(r.Problems, "3 deliveries had no event id (would be answered 400); they looked like: POST; json: object,type") ||
+		!has(r.Problems, "`missing_key: pass`") {
+		t.Errorf("keyless: %+v", r)
+	}
+	if r := by["forged"]; r.Verdict != readiness.NotReady || r.SignatureFailures != 4 || !has(r.Problems, "4 deliveries failed the signature check") {
+		t.Errorf("forged: %+v", r)
+	}
+	if r := by["gone"]; r.Verdict != readiness.UnknownSender {
+		t.Errorf("gone: %+v", r)
+	}
+	if rep.Ready {
+		t.Error("the report is ready with senders that are not")
+	}
+	one, err := readiness.Build(context.Background(), s, []readiness.Sender{signed("ready")}, readiness.Options{Now: now, Sender: "ready"})
+	if err != nil || len(one.Senders) != 1 || !one.Ready {
+		t.Errorf("--sender ready: %+v, %v", one, err)
+	}
+}
+
+// A changed field whose name does not mark a resend, in some repeats only,
+// belongs in the key; one in every repeat, in ignore; conflicts that name
+// no field ask for store_request_body.
+func TestChangedFields(t *testing.T) {
+	s := store(t, count("shop", "processed", 200, 30), count("shop", "would_duplicate", 0, 4), count("shop", "would_conflict", 0, 2),
+		count("bare", "processed", 200, 30), count("bare", "would_conflict", 0, 1))
+	ctx := context.Background()
+	for _, c := range []dedupe.Conflict{
+		{Sender: "shop", Key: "o1", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"refundedAmount"}},
+		{Sender: "shop", Key: "o2", StoredHash: "a", ReceivedHash: "c", ChangedPaths: []string{"meta.sent_at", "refundedAmount"}},
+		{Sender: "bare", Key: "x", StoredHash: "a", ReceivedHash: "b"},
+	} {
+		c.ReceivedAt, c.ExpiresAt = now, now.Add(time.Hour)
+		if err := s.RecordConflict(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := build(t, s, readiness.Sender{Name: "shop", Path: "/p", Signed: true, HashJSON: true, StoreRequestBody: true},
+		readiness.Sender{Name: "bare", Path: "/p", Signed: true})
+	shop, bare := rep.Senders[1], rep.Senders[0]
+	if len(shop.ChangedFields) != 2 || shop.ChangedFields[0].Field != "refundedAmount" || shop.ChangedFields[0].Suggest != "key" ||
+		shop.ChangedFields[0].Keys != 2 || shop.ChangedFields[1].Suggest != "ignore" {
+		t.Errorf("shop changed fields: %+v", shop.ChangedFields)
+	}
+	if !has(shop.Problems, "add `refundedAmount` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {
+		t.Errorf("shop problems: %+v", shop.Problems)
+	}
+	if bare.Verdict != readiness.NotReady || !has(bare.Problems, "set `store_request_body: true`") {
+		t.Errorf("bare: %+v", bare)
+	}
+}
+
+// Deliveries no sender took are the path's, not the senders'.
+func TestUnmatchedPaths(t *testing.T) {
+	s := store(t, count("rk", "processed", 200, 25), count("rk", "would_duplicate", 0, 2),
+		dedupe.TrafficCount{Day: today, Path: "/p", Outcome: "unmatched", Status: 403, Detail: "POST; form: TerminalKey", N: 37})
+	rep := build(t, s, readiness.Sender{Name: "rk", Path: "/p", Signed: true})
+	if !rep.Ready || rep.Senders[0].Deliveries != 27 {
+		t.Errorf("rk is judged on the unmatched deliveries: %+v", rep.Senders[0])
+	}
+	if len(rep.Paths) != 1 || rep.Paths[0].Refused != 37 ||
+		!strings.Contains(rep.Paths[0].Finding.What, "37 deliveries on /p matched no sender (37 of them refused, not forwarded); they looked like: POST; form: TerminalKey") {
+		t.Errorf("paths: %+v", rep.Paths)
+	}
+}
+
+// The gauge has a series per configured sender: 1 ready, 0 otherwise;
+// none for a sender only the counters name.
+func TestGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := readiness.NewGauge(reg)
+	g.Set(readiness.Report{Senders: []readiness.SenderReport{
+		{Sender: "a", Verdict: readiness.Ready}, {Sender: "b", Verdict: readiness.NotEnough},
+		{Sender: "c", Verdict: readiness.NotReady}, {Sender: "gone", Verdict: readiness.UnknownSender}}})
+	want := `
+# HELP hookonce_sender_ready 1 when the sender's readiness verdict (hookonce readiness) is ready, 0 when it is not ready or has not seen enough traffic.
+# TYPE hookonce_sender_ready gauge
+hookonce_sender_ready{sender="a"} 1
+hookonce_sender_ready{sender="b"} 0
+hookonce_sender_ready{sender="c"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookonce_sender_ready"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/readiness"
+)
+
+// Exit codes of hookonce readiness beyond the common ones
+// (docs/operations.md): 0 means every sender is ready.
+const (
+	exitNotReady  = 4 // at least one sender is not ready
+	exitNotEnough = 5 // none is not ready, and at least one has not seen enough traffic
+)
+
+func readinessCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "readiness",
+		Usage: "judge from the recorded traffic whether each sender can go live (exit 0: every sender is ready)",
+		Flags: []cli.Flag{storeFlag(), jsonFlag(),
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "the config file serve runs with (sender rules)"},
+			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
+			&cli.DurationFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "only the traffic of the last DURATION (e.g. 168h); default: since each sender was first seen, at most 35 days"},
+		},
+		Action: runReadiness,
+	}
+}
+
+func runReadiness(c *cli.Context) error {
+	const usage = "usage: hookonce readiness --config FILE [--store DSN] [--sender S] [--since DURATION] [--json]"
+	if c.NArg() != 0 || c.String("config") == "" {
+		return cli.Exit(usage, exitUsage)
+	}
+	ct, err := contract.Load(c.String("config"))
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	o := readiness.Options{Sender: c.String("sender"), DistinctKeys: true}
+	if c.IsSet("since") {
+		d := c.Duration("since")
+		if d <= 0 {
+			return cli.Exit(fmt.Sprintf("--since %s: want a positive duration such as 168h", d), exitUsage)
+		}
+		o.Since = time.Now().Add(-d)
+	}
+	return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
+		rep, err := readiness.Build(ctx, s, ReadinessSenders(ct), o)
+		if errors.Is(err, dedupe.ErrNoTraffic) {
+			return cli.Exit("this store keeps no traffic counters: "+err.Error(), exitRuntime)
+		}
+		if err != nil {
+			return cli.Exit(err.Error(), exitRuntime)
+		}
+		if o.Sender != "" && len(rep.Senders) == 0 {
+			return cli.Exit(fmt.Sprintf("no sender %q in the config or the recorded traffic", o.Sender), exitNotFound)
+		}
+		if c.Bool("json") {
+			if err := printJSON(c.App.Writer, rep); err != nil {
+				return err
+			}
+		} else {
+			readiness.WriteText(c.App.Writer, rep)
+		}
+		return readinessExit(rep)
+	})
+}
+
+// readinessExit is the exit code of a report: nil (0) when every sender
+// is ready, else a silent exit 4 or 5 (the report says why).
+func readinessExit(rep readiness.Report) error {
+	if rep.Ready {
+		return nil
+	}
+	code := exitNotEnough
+	for _, s := range rep.Senders {
+		if s.Verdict != readiness.Ready && s.Verdict != readiness.NotEnough {
+			code = exitNotReady
+		}
+	}
+	return cli.Exit("", code)
+}
+
+// ReadinessSenders describes the contract's senders as the readiness
+// report needs them.
+func ReadinessSenders(ct *contract.Contract) []readiness.Sender {
+	out := make([]readiness.Sender, 0, len(ct.Senders))
+	for _, s := range ct.Senders {
+		rs := readiness.Sender{Name: s.Name, Path: s.Path, Mode: string(s.Mode), Signed: s.HasSignature(),
+			HashJSON: s.Hash == contract.HashJSON, StoreRequestBody: s.StoreRequestBody,
+			Timeout: s.UpstreamTimeout, TimeoutFrom: "upstream_timeout",
+			Success: successWords(s.Success)}
+		if d, ok := documentedTimeout[s.Preset]; ok {
+			rs.Timeout, rs.TimeoutFrom = d, s.Preset+"'s documented timeout"
+		}
+		for _, k := range s.Keys {
+			rs.Keys = append(rs.Keys, string(k.Source)+":"+k.Name)
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// documentedTimeout is how long a preset's provider waits for an answer,
+// where its documentation says (docs/operations.md, "Going live", cites
+// them); other senders are judged against their upstream_timeout.
+var documentedTimeout = map[string]time.Duration{
+	"github":  10 * time.Second, // docs.github.com, best practices for using webhooks (GitHub.com)
+	"shopify": 5 * time.Second,  // shopify.dev, troubleshooting webhooks
+}
+
+// successWords says a success rule in words, for the report.
+func successWords(s *contract.Success) string {
+	if s == nil {
+		return ""
+	}
+	var parts []string
+	switch {
+	case s.Body != nil:
+		parts = append(parts, "the body "+s.Body.String())
+	case s.BodyMatches != nil:
+		parts = append(parts, "a body matching "+fmt.Sprintf("%q", s.BodyMatches.String()))
+	case len(s.JSON) > 0:
+		var ws []string
+		for _, j := range s.JSON {
+			ws = append(ws, fmt.Sprintf("%s=%v", j.Path, j.Value))
+		}
+		slices.Sort(ws)
+		parts = append(parts, "JSON "+strings.Join(ws, ", "))
+	}
+	if len(parts) == 0 {
+		return "a successful status"
+	}
+	return strings.Join(parts, " ")
+}
+
+// readinessEvery is how often serve recomputes hookonce_sender_ready.
+var readinessEvery = time.Minute
+
+// setReadinessSenders keeps the senders the report judges in step with
+// the rules in force (at start and at each reload).
+func (m *Main) setReadinessSenders(ct *contract.Contract) {
+	s := ReadinessSenders(ct)
+	m.readinessSenders.Store(&s)
+}
+
+// readinessReport builds the report over serve's store for the rules in
+// force; distinct reads the records' aggregate too (the page does; the
+// gauge, every minute, does not).
+func (m *Main) readinessReport(ctx context.Context, distinct bool) (readiness.Report, error) {
+	var senders []readiness.Sender
+	if p := m.readinessSenders.Load(); p != nil {
+		senders = *p
+	}
+	return readiness.Build(ctx, m.store, senders, readiness.Options{DistinctKeys: distinct})
+}

@@ -1,0 +1,151 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+const trafficYAML = `
+senders:
+  - name: gh
+    preset: github
+    mode: shadow
+    match: { path: /hooks/github }
+    signature: { secret_env: TR_SECRET }
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+`
+
+// waitTraffic reads the store's counters until want holds or 5 s pass.
+func waitTraffic(t *testing.T, s dedupe.Store, want func(map[string]dedupe.TrafficCount) bool) map[string]dedupe.TrafficCount {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cs, err := s.(dedupe.TrafficReader).Traffic(context.Background(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]dedupe.TrafficCount{}
+		for _, c := range cs {
+			m[c.Sender+"|"+c.Outcome] = c
+		}
+		if want(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("traffic counters: %+v", cs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Each decision is counted per sender, path, outcome and status, a
+// refusal that writes no record too; a keyless delivery with its shape,
+// never its values.
+func TestTrafficCounted(t *testing.T) {
+	t.Setenv("TR_SECRET", "s3cret")
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, trafficYAML)
+	forged := proxytest.Post(t, px.Server.URL+"/hooks/github", `{"id":"f1","zen":"hi"}`,
+		"X-GitHub-Delivery", "d-1", "X-GitHub-Event", "ping", "X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+	if forged.Status != 200 || site.Executions("f1") != 1 {
+		t.Fatalf("shadow forged delivery: %d, site ran it %d times", forged.Status, site.Executions("f1"))
+	}
+	for range 2 {
+		proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"id":"o1","amount":"4200"}`)
+	}
+	if r := proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"order":"o2","email":"buyer@example.com"}`); r.Status != 400 {
+		t.Fatalf("keyless delivery: %d, want 400", r.Status)
+	}
+	m := waitTraffic(t, store, func(m map[string]dedupe.TrafficCount) bool { return len(m) >= 4 })
+	for k, want := range map[string][2]int64{
+		"gh|would_rejected_signature": {1, 0}, "shop|processed": {1, 200}, "shop|duplicate": {1, 200}, "shop|missing_key": {1, 400},
+	} {
+		c, ok := m[k]
+		if !ok || c.N != want[0] || int64(c.Status) != want[1] {
+			t.Errorf("counter %s = %+v, want n %d status %d", k, c, want[0], want[1])
+		}
+	}
+	shape := m["shop|missing_key"].Detail
+	if shape != "POST; json: email,order" {
+		t.Errorf("keyless shape %q, want its method and field names", shape)
+	}
+	if strings.Contains(shape, "buyer@") || strings.Contains(shape, "o2") {
+		t.Errorf("the shape %q holds a value", shape)
+	}
+	if p := m["shop|processed"].Path; p != "/hooks/shop" {
+		t.Errorf("path %q", p)
+	}
+}
+
+// failingTraffic is a store whose counters cannot be written.
+type failingTraffic struct{ dedupe.Store }
+
+func (failingTraffic) AddTraffic(context.Context, []dedupe.TrafficCount) error {
+	return errors.New("disk full")
+}
+
+// Counters never slow or fail a delivery: with every write of them
+// failing, deliveries are answered and run once, and the loss is logged.
+func TestTrafficFailureLosesNoDelivery(t *testing.T) {
+	t.Setenv("TR_SECRET", "s3cret")
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, failingTraffic{newStore(t)}, site.URL, trafficYAML)
+	for range 3 {
+		if r := proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"id":"o1"}`); r.Status != 200 {
+			t.Fatalf("delivery with failing counters: %d", r.Status)
+		}
+	}
+	if n := site.Executions("o1"); n != 1 {
+		t.Fatalf("the site ran o1 %d times, want once", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(px.Logs.String(), "readiness counters not stored") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the lost counters:\n%s", px.Logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A keyless delivery's shape: names only, bounded, and a large body is
+// not read for them.
+func TestTrafficShapes(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	t.Setenv("TR_SECRET", "s3cret")
+	px := proxytest.Start(t, store, site.URL, trafficYAML)
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"f%02d\n":%d`, i, i)
+	}
+	proxytest.Post(t, px.Server.URL+"/hooks/shop?x=1&card=4111", "{"+strings.Join(many, ",")+"}")
+	proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"pad":"`+strings.Repeat("x", 70<<10)+`"}`)
+	var shapes []string
+	for deadline := time.Now().Add(5 * time.Second); len(shapes) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		cs, err := store.(dedupe.TrafficReader).Traffic(context.Background(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapes = shapes[:0]
+		for _, c := range cs {
+			if c.Outcome == "missing_key" {
+				shapes = append(shapes, c.Detail)
+			}
+		}
+	}
+	want := []string{"POST; body: application/json (large)",
+		"POST; query: card,x; json: f00_,f01_,f02_,f03_,f04_,f05_,f06_,f07_,f08_,f09_,f10_,f11_,f12_,f13_,f14_,f15_,f16_,f17_,f18_,f19_,f20_,f21_,f22_,f23_,…"}
+	if strings.Join(shapes, "\n") != strings.Join(want, "\n") {
+		t.Errorf("shapes:\n%s\nwant:\n%s", strings.Join(shapes, "\n"), strings.Join(want, "\n"))
+	}
+}
