@@ -2,16 +2,11 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
-	"net/url"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 )
 
@@ -125,7 +120,8 @@ func (t *trafficCounter) close() {
 
 // noteTraffic counts the delivery's decision for the readiness report. A
 // delivery that matched no sender, or had no event id, is counted with its
-// shape (requestShape), so the report can say what it looked like.
+// shape (contract.Shape: names, never values), so the report can say what
+// it looked like.
 func (d *delivery) noteTraffic(outcome string, status int) {
 	sender, detail := "", ""
 	if d.s != nil {
@@ -133,151 +129,10 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 	}
 	switch strings.TrimPrefix(outcome, "would_") {
 	case OutcomeUnmatched, OutcomeMissingKey:
-		detail = requestShape(d.r.Method, d.req)
+		detail = d.r.Method // the body was not read
+		if d.req != nil {
+			detail = d.req.Shape().String()
+		}
 	}
 	d.p.traffic.note(sender, d.rt.Path, outcome, status, detail, d.upstreamTime)
 }
-
-// Bounds of a request's shape: the names kept, a name's length, and the
-// largest body whose names are read.
-const (
-	maxShapeNames = 24
-	maxShapeName  = 48
-	maxShapeBody  = 64 << 10
-)
-
-// notableHeader names the headers that tell a provider apart (signatures,
-// event types, webhook ids): their names go into a shape, never values.
-var notableHeader = regexp.MustCompile(`(?i)sign|webhook|event|hook|hmac|token|delivery|topic`)
-
-// requestShape describes a request by its method and the names of its
-// fields (a JSON body's top-level keys, a form's or the query's top-level
-// names) and of its notable headers: what an operator needs to tell which
-// provider sent it. It never holds a value. req is nil when the body was
-// not read.
-func requestShape(method string, req *contract.Request) string {
-	parts := []string{method}
-	if req == nil {
-		return method
-	}
-	if names := queryNames(req.RawQuery); len(names) > 0 {
-		parts = append(parts, "query: "+joinNames(names))
-	}
-	if len(req.Body) > maxShapeBody {
-		// Bound the work spent on a body nobody vouched for (trap 30).
-		parts = append(parts, "body: "+firstWord(req.Header.Get("Content-Type"))+" (large)")
-	} else if len(req.Body) > 0 {
-		switch {
-		case req.Body[firstNonSpace(req.Body)] == '{':
-			var top map[string]json.RawMessage
-			if err := json.Unmarshal(req.Body, &top); err == nil {
-				names := make([]string, 0, len(top))
-				for k := range top {
-					names = append(names, k)
-				}
-				parts = append(parts, "json: "+joinNames(names))
-			} else {
-				parts = append(parts, "body: "+firstWord(req.Header.Get("Content-Type")))
-			}
-		default:
-			if f, err := req.Fields(contract.FromForm); err == nil {
-				names := make([]string, 0, len(f))
-				for k := range f {
-					k, _, _ = strings.Cut(k, "[")
-					names = append(names, k)
-				}
-				parts = append(parts, "form: "+joinNames(names))
-			} else {
-				parts = append(parts, "body: "+firstWord(req.Header.Get("Content-Type")))
-			}
-		}
-	}
-	var hs []string
-	for h := range req.Header {
-		if notableHeader.MatchString(h) {
-			hs = append(hs, h)
-		}
-	}
-	if len(hs) > 0 {
-		parts = append(parts, "headers: "+joinNames(hs))
-	}
-	return strings.Join(parts, "; ")
-}
-
-func firstNonSpace(b []byte) int {
-	for i, c := range b {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return i
-		}
-	}
-	return 0
-}
-
-func firstWord(ct string) string {
-	ct, _, _ = strings.Cut(ct, ";")
-	ct = strings.TrimSpace(ct)
-	if ct == "" {
-		return "no content type"
-	}
-	return cleanName(ct)
-}
-
-func queryNames(raw string) []string {
-	if raw == "" {
-		return nil
-	}
-	var names []string
-	for _, kv := range strings.Split(raw, "&") {
-		k, _, _ := strings.Cut(kv, "=")
-		if u, err := url.QueryUnescape(k); err == nil {
-			k = u
-		}
-		k, _, _ = strings.Cut(k, "[")
-		if k != "" {
-			names = append(names, k)
-		}
-	}
-	return names
-}
-
-// joinNames sorts, de-duplicates, bounds and cleans names.
-func joinNames(names []string) string {
-	for i, n := range names {
-		names[i] = cleanName(n)
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	more := 0
-	if len(names) > maxShapeNames {
-		more = len(names) - maxShapeNames
-		names = names[:maxShapeNames]
-	}
-	s := strings.Join(names, ",")
-	if more > 0 {
-		s += ",…"
-	}
-	return s
-}
-
-// cleanName keeps a name printable and short.
-func cleanName(n string) string {
-	n = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == ',' || r == ';' {
-			return '_'
-		}
-		return r
-	}, n)
-	if len(n) > maxShapeName {
-		n = cut(n, maxShapeName) + "…"
-	}
-	return n
-}
-
-func cut(s string, n int) string {
-	for n > 0 && n < len(s) && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:min(n, len(s))]
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
