@@ -47,6 +47,7 @@ type metrics struct {
 	unretried *prometheus.GaugeVec
 	objWait   *prometheus.HistogramVec
 	objBusy   *prometheus.GaugeVec
+	unserial  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,9 +87,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_objects_busy",
 			Help: "Business objects (serialize) this instance holds for a delivery at the site, by scope.",
 		}, []string{"scope"}),
+		unserial: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookonce_unserialized_total",
+			Help: "Deliveries of a serializing sender that ran without their object's lock: the serialize key was absent (or, in shadow mode, unreadable).",
+		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy, m.unserial)
 	}
 	return m
 }

@@ -393,6 +393,7 @@ type delivery struct {
 	takeover   bool
 
 	object      string        // the business object (serialize); "" for none
+	objectErr   error         // why a serializing sender's delivery has no object
 	objectHeld  atomic.Bool   // the object is ours in the store (renewed by the heartbeat)
 	objectWait  time.Duration // how long the delivery waited for it
 	leaveObject func()        // leaves the local queue of the object
@@ -425,6 +426,9 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
 		args = append(args, "scope", d.s.Serialize.Scope, "object", d.object, "object_wait_ms", d.objectWait.Milliseconds())
+	}
+	if d.objectErr != nil {
+		args = append(args, "object_err", d.objectErr.Error())
 	}
 	level := slog.LevelInfo
 	switch outcome {
@@ -594,6 +598,20 @@ func (d *delivery) decide(in contract.Inspection) {
 	}
 	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
 	d.object = in.Object
+	if err := in.ObjectErr; err != nil {
+		// serialize is never silently off: an object key that is there
+		// but unreadable is refused as an unreadable event key is (a
+		// captured delivery with the header sent twice cannot run beside
+		// its object's other deliveries); an absent one runs unserialized,
+		// logged and counted. Shadow mode forwards either way.
+		d.objectErr = err
+		if contract.KeyUnreadable(err) && !s.Shadow() {
+			d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", "serialize key unreadable")
+			answerUnreadable(w, "the serialize key cannot be read as the site reads it: "+err.Error())
+			return
+		}
+		d.p.m.unserial.WithLabelValues(s.Name).Inc()
+	}
 	d.claimLoop()
 }
 
