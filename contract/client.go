@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -64,6 +65,42 @@ var clientAddrEnv = func() map[string]bool {
 // the HTTP_ prefix.
 func envName(h string) string {
 	return strings.ToUpper(strings.ReplaceAll(h, "-", "_"))
+}
+
+// CGIHeader returns h as a PHP site's headers are named: CGI (php-fpm
+// behind nginx or Apache, php -S) turns every header name into
+// HTTP_<NAME> with "-" and "_" alike, so X-Signature and X_Signature are
+// one variable there, the last one sent winning. In the result each
+// header is kept under its name with "_" read as "-", and spellings that
+// CGI merges are merged into one header with all their values: a key or
+// signature part sent under two spellings is a header sent more than
+// once (absent, as any repeated header is), and one sent only as
+// X_Event_Id is read where the site reads it. The forward is not
+// changed: a request judged absent for a merged header is refused or
+// passed as such before the site could read either spelling. h is
+// returned as it is when no name has a "_", the common case.
+func CGIHeader(h http.Header) http.Header {
+	var names []string
+	for k := range h {
+		if strings.IndexByte(k, '_') >= 0 {
+			names = append(names, k)
+		}
+	}
+	if names == nil {
+		return h
+	}
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			out[k] = append(out[k], vs...)
+		}
+	}
+	slices.Sort(names) // merged values in one order, run after run
+	for _, k := range names {
+		n := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		out[n] = append(out[n], h[k]...)
+	}
+	return out
 }
 
 // DropClientAddrHeaders removes every header whose name CGI reads as one

@@ -78,6 +78,21 @@ func compileKeyPart(kf keyPartFile) (KeyPart, error) {
 // event id should: control characters, NUL, invalid UTF-8.
 var ErrBadKey = errors.New("event id invalid")
 
+// unreadablePart wraps why a part that may be present could not be read
+// (a header sent twice, a body that is not JSON, an ambiguous request:
+// name): the error reads as its cause.
+type unreadablePart struct{ err error }
+
+func (u unreadablePart) Error() string { return u.err.Error() }
+
+// KeyUnreadable reports whether err, from Key or ObjectKey, says a part
+// was there but could not be read as the site reads it, or holds what no
+// key should (ErrBadKey), rather than that it was absent.
+func KeyUnreadable(err error) bool {
+	var u unreadablePart
+	return errors.As(err, &u) || errors.Is(err, ErrBadKey)
+}
+
 // maxKeyPart bounds one part of an event id.
 const maxKeyPart = 512
 
@@ -138,7 +153,7 @@ func (k KeyPart) extract(req *Request) (string, error) {
 		v, ok, err = req.Value(k.Source, k.Fallback)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrMissingKey, k, err)
+		return "", fmt.Errorf("%w: %s: %w", ErrMissingKey, k, unreadablePart{err})
 	}
 	if (!ok || v == "") && k.Optional {
 		return "", nil

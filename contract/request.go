@@ -38,9 +38,10 @@ type Request struct {
 }
 
 // NewRequest wraps an incoming request whose body has been read whole.
-// path is the normalised path (NormalizePath).
+// path is the normalised path (NormalizePath). Its headers are read under
+// the names the site reads them by (CGIHeader).
 func NewRequest(r *http.Request, path string, body []byte, client netip.Addr) *Request {
-	return &Request{Method: r.Method, Path: path, Header: r.Header, RawQuery: r.URL.RawQuery, Body: body, Client: client}
+	return &Request{Method: r.Method, Path: path, Header: CGIHeader(r.Header), RawQuery: r.URL.RawQuery, Body: body, Client: client}
 }
 
 // Source says where a value is read from.

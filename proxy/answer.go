@@ -100,6 +100,14 @@ func answerStoreDown(w http.ResponseWriter) {
 		"the delivery was not passed on; retry later")
 }
 
+// answerLeaseLost: the claim's lease ran out before the site was called
+// (the process was paused); nothing was forwarded.
+func answerLeaseLost(w http.ResponseWriter) {
+	retryAfter(w, 5*time.Second)
+	problem.Write(w, http.StatusServiceUnavailable, "Claim expired before the forward",
+		"the delivery was not passed on; retry later")
+}
+
 func answerShuttingDown(w http.ResponseWriter) {
 	retryAfter(w, 5*time.Second)
 	problem.Write(w, http.StatusServiceUnavailable, "Shutting down",

@@ -48,6 +48,7 @@ type metrics struct {
 	objWait   *prometheus.HistogramVec
 	objBusy   *prometheus.GaugeVec
 	unmatched *prometheus.CounterVec
+	unserial  *prometheus.CounterVec
 }
 
 // Actions of hookonce_unmatched_total: what became of a request on a
@@ -98,9 +99,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_unmatched_total",
 			Help: "Requests on a sender's path that no sender there took, by the path as configured and what became of them (forwarded untouched to the site, or refused).",
 		}, []string{"path", "action"}),
+		unserial: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookonce_unserialized_total",
+			Help: "Deliveries of a serializing sender that ran without their object's lock: the serialize key was absent (or, in shadow mode, unreadable).",
+		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy, m.unmatched)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
 	}
 	return m
 }

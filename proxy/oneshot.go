@@ -84,6 +84,11 @@ func newOneShot(keepIdle time.Duration) *oneShot {
 // own even when it keeps idle ones.
 type freshConnKey struct{}
 
+// beforeWriteKey in a request's context holds a func() error that oneShot
+// calls right before it writes the request: an error stops the forward
+// with nothing written (a delivery whose claim's lease ran out).
+type beforeWriteKey struct{}
+
 // take returns the most recently returned idle connection that may carry
 // another request now, closing the ones that may not.
 func (o *oneShot) take() net.Conn {
@@ -237,6 +242,14 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &sendError{written: conn.written, kept: kept, err: err}
 	}
 
+	// The last moment before a byte reaches the site: the delivery checks
+	// that its claim is still its own (beforeWriteKey).
+	if check, _ := ctx.Value(beforeWriteKey{}).(func() error); check != nil {
+		if err := check(); err != nil {
+			closeBody()
+			return fail(err)
+		}
+	}
 	// Connection: close: the site ends the connection with its answer.
 	req.Close = !keep
 	bw := oneShotWriters.Get().(*bufio.Writer)

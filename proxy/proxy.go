@@ -287,11 +287,12 @@ func (d *delivery) reserve(n int64) bool {
 }
 
 // readBody reads a body of declared length cl (-1: chunked) up to max,
-// reserving memory before allocating it: a body over 16 KiB gets its
-// declared length only once its first 16 KiB have arrived (a socket that
-// sends headers and nothing more holds 16 KiB, not max_body); a chunked
-// one grows by doubling. Past max it returns what it read and an
-// *http.MaxBytesError; when reserve refuses, errBodyBudget.
+// reserving memory before allocating it: a body over 16 KiB starts with
+// 16 KiB and doubles as it arrives, never past its declared length (a
+// socket that sends headers and nothing more holds 16 KiB, one that
+// stalls after n bytes at most about 2n, not max_body). Past max it
+// returns what it read and an *http.MaxBytesError; when reserve refuses,
+// errBodyBudget.
 func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, error) {
 	const first = 16 << 10
 	if cl > max {
@@ -315,10 +316,11 @@ func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, err
 	body := make([]byte, 0, first)
 	for int64(len(body)) < limit {
 		if len(body) == cap(body) {
+			// Doubling, for a declared length as for chunks: what a
+			// delivery holds grows with what arrived, so a socket that
+			// sends 16 KiB and a byte, then stalls, holds 32 KiB, not the
+			// Content-Length it declared.
 			grow := min(int64(cap(body)), limit-int64(len(body)))
-			if cl >= 0 {
-				grow = cl - int64(len(body)) // the sender is sending: all of it
-			}
 			if !reserve(grow) {
 				return body, errBodyBudget
 			}
@@ -404,8 +406,13 @@ type delivery struct {
 	legacyHash string
 	owner      string
 	takeover   bool
+	// claimSent is when the claim that won was sent to the store (with
+	// the monotonic clock): its lease is surely ours only until
+	// claimSent + lease, however late the store's reply came.
+	claimSent time.Time
 
 	object      string        // the business object (serialize); "" for none
+	objectErr   error         // why a serializing sender's delivery has no object
 	objectHeld  atomic.Bool   // the object is ours in the store (renewed by the heartbeat)
 	objectWait  time.Duration // how long the delivery waited for it
 	leaveObject func()        // leaves the local queue of the object
@@ -446,6 +453,9 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
 		args = append(args, "scope", d.s.Serialize.Scope, "object", d.object, "object_wait_ms", d.objectWait.Milliseconds())
+	}
+	if d.objectErr != nil {
+		args = append(args, "object_err", d.objectErr.Error())
 	}
 	level := slog.LevelInfo
 	switch outcome {
@@ -641,6 +651,20 @@ func (d *delivery) decide(in contract.Inspection) {
 	}
 	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
 	d.object = in.Object
+	if err := in.ObjectErr; err != nil {
+		// serialize is never silently off: an object key that is there
+		// but unreadable is refused as an unreadable event key is (a
+		// captured delivery with the header sent twice cannot run beside
+		// its object's other deliveries); an absent one runs unserialized,
+		// logged and counted. Shadow mode forwards either way.
+		d.objectErr = err
+		if contract.KeyUnreadable(err) && !s.Shadow() {
+			d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", "serialize key unreadable")
+			answerUnreadable(w, "the serialize key cannot be read as the site reads it: "+err.Error())
+			return
+		}
+		d.p.m.unserial.WithLabelValues(s.Name).Inc()
+	}
 	d.claimLoop()
 }
 
@@ -660,6 +684,7 @@ func (d *delivery) claimLoop() {
 			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
 		}
 		var res dedupe.ClaimResult
+		d.claimSent = time.Now()
 		err := d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
 			res, err = d.p.store.Claim(ctx, req)
 			return err
@@ -826,6 +851,7 @@ func (d *delivery) forwardClaimed() {
 		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
 	ctx = context.WithValue(ctx, captureKey{}, c)
+	ctx = context.WithValue(ctx, beforeWriteKey{}, func() error { return d.leaseHeld(beat) })
 	if s.Ambiguous == contract.AmbiguousHold {
 		// This sender's operator wants every ambiguous forward held for a
 		// person: none may come from a kept connection that a restarting
@@ -846,6 +872,10 @@ func (d *delivery) forwardClaimed() {
 	out.GetBody = nil // trap 1
 
 	p.failAt("claimed")
+	if err := d.leaseHeld(beat); err != nil {
+		d.leaseLost(err)
+		return
+	}
 	began := time.Now()
 	p.capt.ServeHTTP(c, out)
 	d.upstreamTime = time.Since(began)
@@ -854,6 +884,10 @@ func (d *delivery) forwardClaimed() {
 	d.upstreamStatus = c.status
 
 	err := c.failure()
+	if errors.Is(err, errLeaseLost) { // the transport's own check, before its write
+		d.leaseLost(err)
+		return
+	}
 	how := classify(ctx, p.abortCtx, err, c.started(err))
 	switch how {
 	case unreachable:
@@ -916,7 +950,7 @@ func (d *delivery) forwardClaimed() {
 type beat struct {
 	quit  chan struct{}
 	wg    sync.WaitGroup
-	until atomic.Int64 // unix nanos: the lease's end as of the last renewal
+	until atomic.Int64 // the lease's end as of the last renewal: monotonic nanos since epoch
 	once  sync.Once
 	// settling: the delivery is storing its outcome, which ends the claim;
 	// a renewal that lands after it finds no claim, and that is no loss.
@@ -925,14 +959,49 @@ type beat struct {
 
 func (b *beat) stop() { b.once.Do(func() { close(b.quit); b.wg.Wait() }) }
 
+// epoch anchors beat.until to the monotonic clock: a paused process (a GC
+// pause, a VM stall, SIGSTOP) or a wall clock stepped back cannot make a
+// lease look longer than it is.
+var epoch = time.Now()
+
+// leaseEnd is when a lease of d asked for at asked ends, as beat.until.
+func leaseEnd(asked time.Time, lease time.Duration) int64 { return int64(asked.Sub(epoch) + lease) }
+
 // leaseLeft is how long the claim is ours for sure.
-func (b *beat) leaseLeft() time.Duration { return time.Until(time.Unix(0, b.until.Load())) }
+func (b *beat) leaseLeft() time.Duration { return time.Duration(b.until.Load()) - time.Since(epoch) }
+
+// errLeaseLost: the delivery's lease may have run out before the site was
+// called, and renewing it under the owner check failed: another delivery
+// may hold the claim now, so this one must not forward.
+var errLeaseLost = errors.New("the claim's lease ran out before the site was called")
+
+// leaseHeld runs just before the request is written to the site. A claim
+// whose lease may be ending (measured from when the claim or its last
+// renewal was sent) is renewed under the owner check first; the delivery
+// forwards only if that succeeds, so a process paused past its lease
+// while a retry took the claim over never runs the handler a second time.
+// What remains is the time between this check and the write (ARCHITECTURE
+// trap 33).
+func (d *delivery) leaseHeld(b *beat) error {
+	if b.leaseLeft() > d.s.Lease/10 {
+		return nil
+	}
+	asked := time.Now()
+	err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
+		return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: renewing it failed: %w", errLeaseLost, err)
+	}
+	b.until.Store(leaseEnd(asked, d.s.Lease))
+	return nil
+}
 
 // heartbeat renews the lease every lease/3 while the site works and while
 // the outcome is stored (trap 6).
 func (d *delivery) heartbeat() *beat {
 	b := &beat{quit: make(chan struct{})}
-	b.until.Store(time.Now().Add(d.s.Lease).UnixNano())
+	b.until.Store(leaseEnd(d.claimSent, d.s.Lease))
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -959,7 +1028,7 @@ func (d *delivery) heartbeat() *beat {
 				}
 				switch {
 				case err == nil:
-					b.until.Store(asked.Add(d.s.Lease).UnixNano())
+					b.until.Store(leaseEnd(asked, d.s.Lease))
 				case errors.Is(err, dedupe.ErrNotOwner):
 					b.until.Store(0)
 					if !b.settling.Load() {
@@ -1039,6 +1108,15 @@ func (d *delivery) release(att dedupe.Attempt) {
 	if err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
 		d.log.Warn("claim not released: it frees itself when its lease ends", "key", d.key, "outcome", att.Outcome, "err", err)
 	}
+}
+
+// leaseLost gives back a claim whose lease ran out before the site was
+// called: nothing reached the site, the sender is told to retry, and the
+// release is fenced, so it frees the claim only if no one took it over.
+func (d *delivery) leaseLost(err error) {
+	d.release(d.attempt(OutcomeReleased, http.StatusServiceUnavailable))
+	d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "lease lost before the forward", "err", err.Error())
+	answerLeaseLost(d.w)
 }
 
 func (d *delivery) hold(att dedupe.Attempt) {

@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,5 +88,49 @@ senders:
 	}
 	if n := proxytest.Metric(t, px.Registry, "hookonce_objects_busy", "scope", "shop"); n != 0 {
 		t.Errorf("hookonce_objects_busy = %v after every delivery ended", n)
+	}
+}
+
+// serialize is never silently off: an object key that is there but cannot
+// be read as the site reads it (here a header sent under two spellings PHP merges, which anyone
+// holding one captured delivery could add) is refused before the claim,
+// as an unreadable event key is; an absent one runs unserialized, logged
+// with object_err and counted.
+func TestSerializeUnreadableObjectRefused(t *testing.T) {
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	store := newStore(t)
+	px := proxytest.Start(t, store, site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+    serialize: { key: [ { header: X-Order } ] }
+`)
+	r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"e1"}`, "X-Order", "o1", "X_Order", "o2")
+	if r.Status != http.StatusBadRequest || site.Executions("e1") != 0 {
+		t.Fatalf("object header sent twice: %d, executions %d; want 400 and none", r.Status, site.Executions("e1"))
+	}
+	if _, err := store.Get(t.Context(), "shop", "e1"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Fatalf("the refused delivery left a record: %v", err)
+	}
+	if !strings.Contains(px.Logs.String(), `"object_err"`) {
+		t.Fatalf("the refusal's log line has no object_err:\n%s", px.Logs.String())
+	}
+	// The sender's genuine retry runs, once.
+	for range 2 {
+		if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"e1"}`, "X-Order", "o1"); r.Status != 200 {
+			t.Fatalf("genuine delivery: %d", r.Status)
+		}
+	}
+	if n := site.Executions("e1"); n != 1 {
+		t.Fatalf("e1 ran %d times, want once", n)
+	}
+
+	// Absent: runs without the object's lock, and says so.
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"e2"}`); r.Status != 200 || site.Executions("e2") != 1 {
+		t.Fatalf("no object header: %d, executions %d; want it run", r.Status, site.Executions("e2"))
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_unserialized_total", "sender", "shop"); n != 1 {
+		t.Errorf("hookonce_unserialized_total = %v, want 1", n)
 	}
 }

@@ -1,0 +1,135 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+// frozenStore stands for a process that is paused (a long GC pause, a VM
+// stall, SIGSTOP): while frozen is set, its renewals never reach the
+// store, as a paused heartbeat's do not.
+type frozenStore struct {
+	dedupe.Store
+	frozen atomic.Bool
+}
+
+func (f *frozenStore) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	if f.frozen.Load() {
+		return fmt.Errorf("renew: %w (paused)", dedupe.ErrUnavailable)
+	}
+	return f.Store.Renew(ctx, sender, key, owner, lease)
+}
+
+// A replica that won a claim and is then paused longer than the lease,
+// between the claim and the forward, wakes up after a retry took the
+// claim over and ran the handler. It must not forward on a claim it no
+// longer holds: the handler runs once.
+func TestPausedReplicaDoesNotForwardOnALostLease(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	config := `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    lease: 600ms
+`
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	shared := newStore(t)
+	paused := &frozenStore{Store: shared}
+	wake := make(chan struct{})
+	reached := make(chan struct{})
+	var once atomic.Bool
+	c, err := contract.Parse([]byte(config), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(site.URL)
+	logs := &proxytest.SyncBuffer{}
+	a, err := proxy.New(proxy.Options{
+		Upstream: u, Contract: c, Store: paused,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Failpoint: func(point string) {
+			if point == "claimed" && once.CompareAndSwap(false, true) {
+				paused.frozen.Store(true) // the whole process stops here
+				close(reached)
+				<-wake
+				paused.frozen.Store(false)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvA := httptest.NewServer(a)
+	t.Cleanup(func() { srvA.Close(); _ = a.Close(t.Context()) })
+	b := proxytest.Start(t, shared, site.URL, config)
+
+	first := make(chan proxytest.Reply, 1)
+	go func() { first <- proxytest.Post(t, srvA.URL+"/hooks/shop", `{"n":1}`, "X-Event-Id", "e1") }()
+	<-reached
+	time.Sleep(lease + 300*time.Millisecond) // the lease runs out while A is paused
+	r := proxytest.Post(t, b.URL+"/hooks/shop", `{"n":1}`, "X-Event-Id", "e1")
+	if r.Status != 200 || site.Executions("e1") != 1 {
+		t.Fatalf("the retry on replica B: %d, executions %d; want it to take the expired claim over and run", r.Status, site.Executions("e1"))
+	}
+	close(wake)
+	ra := <-first
+	if n := site.Executions("e1"); n != 1 {
+		t.Fatalf("the event ran %d times: the paused replica forwarded on a claim it no longer held\n%s", n, logs.String())
+	}
+	if ra.Status != http.StatusServiceUnavailable || ra.Header.Get("Retry-After") == "" {
+		t.Fatalf("paused replica answered %d (Retry-After %q), want 503 + Retry-After", ra.Status, ra.Header.Get("Retry-After"))
+	}
+	rec, err := shared.Get(t.Context(), "shop", "e1")
+	if err != nil || rec.State != dedupe.StateDone {
+		t.Fatalf("record after both: %+v %v; want B's done record untouched", rec, err)
+	}
+	// A retry now is a duplicate, answered from B's record.
+	if r := proxytest.Post(t, srvA.URL+"/hooks/shop", `{"n":1}`, "X-Event-Id", "e1"); !r.Replayed() || site.Executions("e1") != 1 {
+		t.Fatalf("later retry: %d replayed=%v, executions %d", r.Status, r.Replayed(), site.Executions("e1"))
+	}
+}
+
+// Paused for less than its lease, a replica forwards as usual: the check
+// costs a renewal only when the lease is nearly gone.
+func TestShortPauseStillForwards(t *testing.T) {
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	store := newStore(t)
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    lease: 3s
+`), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(site.URL)
+	p, err := proxy.New(proxy.Options{Upstream: u, Contract: c, Store: store, Logger: slog.New(slog.DiscardHandler),
+		Failpoint: func(point string) {
+			if point == "claimed" {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); _ = p.Close(t.Context()) })
+	if r := proxytest.Post(t, srv.URL+"/hooks/shop", `{}`, "X-Event-Id", "s1"); r.Status != 200 || site.Executions("s1") != 1 {
+		t.Fatalf("short pause: %d, executions %d", r.Status, site.Executions("s1"))
+	}
+}
