@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,24 @@ var migrations = [...]string{
 	// held lock: owner and lease as a claim's (lease_until in Unix
 	// milliseconds by the store's clock); unlocking deletes it.
 	schemaObjects,
+	// v4: a conflict keeps the refused request (head and body, under the
+	// rules of store_request_body), what its diff holds, whether it was
+	// recorded in shadow mode, and when and by whom it was accepted
+	// (accepted_at in Unix ms, 0 until then). Accept finds a key's
+	// conflicts by (sender, key), newest first.
+	schemaConflictsV4,
 }
+
+const schemaConflictsV4 = `
+ALTER TABLE conflicts ADD COLUMN diff_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE conflicts ADD COLUMN shadow INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN request_head TEXT;
+ALTER TABLE conflicts ADD COLUMN request_body BLOB;
+ALTER TABLE conflicts ADD COLUMN body_truncated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN accepted_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN accepted_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS conflicts_key ON conflicts (sender, key, id);
+`
 
 // purgeChunk is how many records one transaction of Purge removes.
 const purgeChunk = 50
@@ -548,14 +566,73 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 // RecordConflict implements dedupe.Store.
 func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	op := "record conflict " + c.Sender + "/" + c.Key
+	head, err := encodeHead(c.Request)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var body any
+	if c.Request != nil {
+		body = nonNil(c.Body)
+	}
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := s.ws.exec(ctx, tx, qInsertConflict,
-			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
+			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt),
+			c.DiffKind, c.Shadow, head, body, c.BodyTruncated)
 		if err != nil {
 			return unavailable(op, err)
 		}
 		return nil
 	})
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// AcceptConflict implements dedupe.Store: one item of the writer's group
+// commit, so the read and the mark are one step no other write enters.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := "accept conflict " + sender + "/" + key
+	var out dedupe.Conflict
+	n, ok := conflictID(id)
+	if !ok {
+		return out, fmt.Errorf("%s: no conflict %q: %w", op, id, dedupe.ErrNotFound)
+	}
+	err := s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		c, err := scanConflict(tx.QueryRowContext(ctx, `SELECT `+conflictCols+` FROM conflicts
+			WHERE sender = ? AND key = ? AND (? = 0 OR id = ?) ORDER BY id DESC LIMIT 1`, sender, key, n, n))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w", op, dedupe.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		out = c
+		if err := c.Acceptable(); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		at := ms(time.Now())
+		if _, err := tx.ExecContext(ctx, `UPDATE conflicts SET accepted_at = ?, accepted_by = ? WHERE id = ? AND accepted_at = 0`,
+			at, by, c.ID); err != nil {
+			return unavailable(op, err)
+		}
+		out.AcceptedAt, out.AcceptedBy = fromMS(at), by
+		return nil
+	})
+	return out, err
+}
+
+// conflictID reads a conflict id as AcceptConflict takes it: "" is 0 (the
+// newest), else a positive row id.
+func conflictID(id string) (int64, bool) {
+	if id == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // AddHits implements dedupe.Store.
@@ -609,25 +686,54 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 }
 
 func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Record, error) {
-	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)
-		ORDER BY received_at DESC, key DESC LIMIT ?`
-	rows, err := db.QueryContext(ctx, q, f.Sender, f.Sender, string(f.State), string(f.State), limit(f.Limit))
+	where, args := keyWhere(f)
+	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)` + where + `
+		ORDER BY received_at DESC, key DESC LIMIT ? OFFSET ?`
+	var out []dedupe.Record
+	err := dedupe.Pages(f, limit(f.Limit), func(lim, off int) (int, error) {
+		rows, err := db.QueryContext(ctx, q, append(append([]any{f.Sender, f.Sender, string(f.State), string(f.State)}, args...), lim, off)...)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+			rec, err := scanRecord(rows)
+			if err != nil {
+				return n, err
+			}
+			if (f.KeyPart == "" || dedupe.KeyHasPart(rec.Key, f.KeyPart)) && len(out) < limit(f.Limit) {
+				out = append(out, rec)
+			}
+		}
+		return n, rows.Err()
+	}, func() int { return len(out) })
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
-	defer rows.Close()
-	var out []dedupe.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, unavailable("list", err)
-		}
-		out = append(out, rec)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("list", err)
-	}
 	return out, nil
+}
+
+// keyWhere narrows a query by f's Key and KeyPart: an exact key, or the
+// keys holding one of the part's needles (instr: a scan of the sender's
+// keys, or of every key; the caller keeps only whole parts).
+func keyWhere(f dedupe.ListFilter) (string, []any) {
+	var where string
+	var args []any
+	if f.Key != "" {
+		where += ` AND key = ?`
+		args = append(args, f.Key)
+	}
+	if f.KeyPart != "" {
+		var or []string
+		for _, n := range dedupe.KeyPartNeedles(f.KeyPart) {
+			or = append(or, `instr(key, ?) > 0`)
+			args = append(args, n)
+		}
+		where += ` AND (` + strings.Join(or, " OR ") + `)`
+	}
+	return where, args
 }
 
 // Conflicts implements dedupe.Store.
@@ -635,30 +741,59 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 	return listConflicts(ctx, s.r, f)
 }
 
-func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
-	rows, err := db.QueryContext(ctx, `SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
-		FROM conflicts WHERE (? = '' OR sender = ?) ORDER BY id DESC LIMIT ?`, f.Sender, f.Sender, limit(f.Limit))
+const conflictCols = `id, sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
+	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, accepted_by`
+
+func scanConflict(row scanner) (dedupe.Conflict, error) {
+	var (
+		c                          dedupe.Conflict
+		id, received, expires, acc int64
+		paths                      string
+		head, body                 []byte
+	)
+	err := row.Scan(&id, &c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires,
+		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &acc, &c.AcceptedBy)
 	if err != nil {
-		return nil, unavailable("conflicts", err)
+		return c, err
 	}
-	defer rows.Close()
+	c.ID = strconv.FormatInt(id, 10)
+	c.ReceivedAt, c.ExpiresAt, c.AcceptedAt = fromMS(received), fromMS(expires), fromMS(acc)
+	if paths != "" {
+		c.ChangedPaths = strings.Split(paths, "\n")
+	}
+	if c.Request, err = decodeHead(head); err != nil {
+		return c, err
+	}
+	if c.Request != nil {
+		c.Body = nonNil(body)
+	}
+	return c, nil
+}
+
+func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	where, args := keyWhere(f)
+	q := `SELECT ` + conflictCols + ` FROM conflicts WHERE (? = '' OR sender = ?)` + where + ` ORDER BY id DESC LIMIT ? OFFSET ?`
 	var out []dedupe.Conflict
-	for rows.Next() {
-		var (
-			c                 dedupe.Conflict
-			received, expires int64
-			paths             string
-		)
-		if err := rows.Scan(&c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires); err != nil {
-			return nil, unavailable("conflicts", err)
+	err := dedupe.Pages(f, limit(f.Limit), func(lim, off int) (int, error) {
+		rows, err := db.QueryContext(ctx, q, append(append([]any{f.Sender, f.Sender}, args...), lim, off)...)
+		if err != nil {
+			return 0, err
 		}
-		c.ReceivedAt, c.ExpiresAt = fromMS(received), fromMS(expires)
-		if paths != "" {
-			c.ChangedPaths = strings.Split(paths, "\n")
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+			c, err := scanConflict(rows)
+			if err != nil {
+				return n, err
+			}
+			if (f.KeyPart == "" || dedupe.KeyHasPart(c.Key, f.KeyPart)) && len(out) < limit(f.Limit) {
+				out = append(out, c)
+			}
 		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		return n, rows.Err()
+	}, func() int { return len(out) })
+	if err != nil {
 		return nil, unavailable("conflicts", err)
 	}
 	return out, nil
