@@ -687,8 +687,15 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 
 func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Record, error) {
 	where, args := keyWhere(f)
+	order := `received_at DESC, key DESC`
+	if f.KeyPart != "" {
+		// Read the table (or the sender's range of its primary key) and
+		// sort the few rows that match, rather than walk records_received
+		// and look every record up to test its key.
+		order = `received_at + 0 DESC, key DESC`
+	}
 	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)` + where + `
-		ORDER BY received_at DESC, key DESC LIMIT ? OFFSET ?`
+		ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 	var out []dedupe.Record
 	err := dedupe.Pages(f, limit(f.Limit), func(lim, off int) (int, error) {
 		rows, err := db.QueryContext(ctx, q, append(append([]any{f.Sender, f.Sender, string(f.State), string(f.State)}, args...), lim, off)...)

@@ -120,12 +120,21 @@ func (a adminClient) do(ctx context.Context, method, path string, out any) error
 	if resp.StatusCode != http.StatusOK {
 		var p struct{ Title, Detail string }
 		if json.Unmarshal(body, &p) == nil && p.Title != "" {
-			return fmt.Errorf("%s: %s", p.Title, p.Detail)
+			return &apiError{status: resp.StatusCode, msg: fmt.Sprintf("%s: %s", p.Title, p.Detail)}
 		}
-		return fmt.Errorf("admin API: %s", resp.Status)
+		return &apiError{status: resp.StatusCode, msg: "admin API: " + resp.Status}
 	}
 	return json.Unmarshal(body, out)
 }
+
+// apiError is a refusal of the admin API, with its status for callers
+// that tell them apart.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
 
 func (a adminClient) unretried(ctx context.Context, sender string) ([]dedupe.RecordJSON, error) {
 	q := url.Values{"status": {"unretried"}, "limit": {"1000"}}
