@@ -362,8 +362,12 @@ type ListFilter struct {
 // filters (not the limit), for backends that filter in Go.
 func (f ListFilter) Match(sender, key string, st State) bool {
 	return (f.Sender == "" || sender == f.Sender) && (f.State == "" || st == f.State) &&
-		(f.Key == "" || key == f.Key) && (f.KeyPart == "" || KeyHasPart(key, f.KeyPart))
+		(f.Key == "" || key == f.Key) && f.Keeps(key)
 }
+
+// Keeps reports whether key passes f's key-part filter (true when it
+// sets none).
+func (f ListFilter) Keeps(key string) bool { return f.KeyPart == "" || KeyHasPart(key, f.KeyPart) }
 
 // KeyHasPart reports whether key equals part or holds it as one whole
 // part. Keys are parts joined with ':' after each was escaped ('\' → '\\',

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -851,27 +852,8 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 	q := `SELECT ` + recordCols + ` FROM hookonce_records
 		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + `
 		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
-	want := limit(f.Limit)
-	var out []dedupe.Record
-	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
-		rows, err := s.pool.Query(ctx, q, append(append([]any{f.Sender, string(f.State)}, keyArgs(f)...), lim, off)...)
-		if err != nil {
-			return 0, err
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			n++
-			rec, err := scanRecord(rows)
-			if err != nil {
-				return n, err
-			}
-			if (f.KeyPart == "" || dedupe.KeyHasPart(rec.Key, f.KeyPart)) && len(out) < want {
-				out = append(out, rec)
-			}
-		}
-		return n, rows.Err()
-	}, func() int { return len(out) })
+	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
+		func(r pgx.Row) (dedupe.Record, error) { return scanRecord(r) }, func(r dedupe.Record) string { return r.Key })
 	if err != nil {
 		return nil, fail("list", err)
 	}
@@ -882,10 +864,23 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
 	q := `SELECT ` + conflictCols + ` FROM hookonce_conflicts WHERE ($1 = '' OR sender = $1)` + keyCond(2) + `
 		ORDER BY received_at DESC, id DESC LIMIT $5 OFFSET $6`
+	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender}, keyArgs(f)),
+		scanConflict, func(c dedupe.Conflict) string { return c.Key })
+	if err != nil {
+		return nil, fail("conflicts", err)
+	}
+	return out, nil
+}
+
+// listPages reads q (its last two parameters LIMIT and OFFSET) page by
+// page (dedupe.Pages) and keeps the rows whose key holds f's key part, up
+// to f's limit.
+func listPages[T any](ctx context.Context, s *Store, f dedupe.ListFilter, q string, args []any,
+	scan func(pgx.Row) (T, error), key func(T) string) ([]T, error) {
 	want := limit(f.Limit)
-	var out []dedupe.Conflict
+	var out []T
 	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
-		rows, err := s.pool.Query(ctx, q, append(append([]any{f.Sender}, keyArgs(f)...), lim, off)...)
+		rows, err := s.pool.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
 		if err != nil {
 			return 0, err
 		}
@@ -893,20 +888,17 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 		n := 0
 		for rows.Next() {
 			n++
-			c, err := scanConflict(rows)
+			v, err := scan(rows)
 			if err != nil {
 				return n, err
 			}
-			if (f.KeyPart == "" || dedupe.KeyHasPart(c.Key, f.KeyPart)) && len(out) < want {
-				out = append(out, c)
+			if f.Keeps(key(v)) && len(out) < want {
+				out = append(out, v)
 			}
 		}
 		return n, rows.Err()
 	}, func() int { return len(out) })
-	if err != nil {
-		return nil, fail("conflicts", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Free implements dedupe.Store: one statement, which locks the row, reads

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -696,9 +697,23 @@ func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe
 	}
 	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)` + where + `
 		ORDER BY ` + order + ` LIMIT ? OFFSET ?`
-	var out []dedupe.Record
-	err := dedupe.Pages(f, limit(f.Limit), func(lim, off int) (int, error) {
-		rows, err := db.QueryContext(ctx, q, append(append([]any{f.Sender, f.Sender, string(f.State), string(f.State)}, args...), lim, off)...)
+	out, err := listPages(ctx, db, f, q, slices.Concat([]any{f.Sender, f.Sender, string(f.State), string(f.State)}, args),
+		scanRecord, func(r dedupe.Record) string { return r.Key })
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	return out, nil
+}
+
+// listPages reads q (its last two parameters LIMIT and OFFSET) page by
+// page (dedupe.Pages) and keeps the rows whose key holds f's key part, up
+// to f's limit.
+func listPages[T any](ctx context.Context, db *sql.DB, f dedupe.ListFilter, q string, args []any,
+	scan func(scanner) (T, error), key func(T) string) ([]T, error) {
+	want := limit(f.Limit)
+	var out []T
+	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
+		rows, err := db.QueryContext(ctx, q, slices.Concat(args, []any{lim, off})...)
 		if err != nil {
 			return 0, err
 		}
@@ -706,20 +721,17 @@ func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe
 		n := 0
 		for rows.Next() {
 			n++
-			rec, err := scanRecord(rows)
+			v, err := scan(rows)
 			if err != nil {
 				return n, err
 			}
-			if (f.KeyPart == "" || dedupe.KeyHasPart(rec.Key, f.KeyPart)) && len(out) < limit(f.Limit) {
-				out = append(out, rec)
+			if f.Keeps(key(v)) && len(out) < want {
+				out = append(out, v)
 			}
 		}
 		return n, rows.Err()
 	}, func() int { return len(out) })
-	if err != nil {
-		return nil, unavailable("list", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // keyWhere narrows a query by f's Key and KeyPart: an exact key, or the
@@ -780,26 +792,8 @@ func scanConflict(row scanner) (dedupe.Conflict, error) {
 func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
 	where, args := keyWhere(f)
 	q := `SELECT ` + conflictCols + ` FROM conflicts WHERE (? = '' OR sender = ?)` + where + ` ORDER BY id DESC LIMIT ? OFFSET ?`
-	var out []dedupe.Conflict
-	err := dedupe.Pages(f, limit(f.Limit), func(lim, off int) (int, error) {
-		rows, err := db.QueryContext(ctx, q, append(append([]any{f.Sender, f.Sender}, args...), lim, off)...)
-		if err != nil {
-			return 0, err
-		}
-		defer rows.Close()
-		n := 0
-		for rows.Next() {
-			n++
-			c, err := scanConflict(rows)
-			if err != nil {
-				return n, err
-			}
-			if (f.KeyPart == "" || dedupe.KeyHasPart(c.Key, f.KeyPart)) && len(out) < limit(f.Limit) {
-				out = append(out, c)
-			}
-		}
-		return n, rows.Err()
-	}, func() int { return len(out) })
+	out, err := listPages(ctx, db, f, q, slices.Concat([]any{f.Sender, f.Sender}, args),
+		scanConflict, func(c dedupe.Conflict) string { return c.Key })
 	if err != nil {
 		return nil, unavailable("conflicts", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/user"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,14 +23,11 @@ func acceptCommand() *cli.Command {
 		Usage: "send the refused payload of a conflict to the site once, as an event of its own " +
 			"(Idempotency-Key SENDER:KEY:accepted-ID), through the running serve; needs store_request_body",
 		ArgsUsage: "SENDER KEY",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
-			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
-			&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
+		Flags: append(adminFlags(),
 			&cli.StringFlag{Name: "id", EnvVars: []string{"HOOKONCE_ID"}, Usage: "the conflict to accept, by its ID (hookonce conflicts); default: the newest of the key"},
 			&cli.StringFlag{Name: "by", EnvVars: []string{"HOOKONCE_BY"}, Usage: "who accepts, as recorded with the conflict (default: user@host)"},
 			jsonFlag(),
-		},
+		),
 		Action: runAccept,
 	}
 }
@@ -42,19 +38,14 @@ func runAccept(c *cli.Context) error {
 		return cli.Exit(usage, exitUsage)
 	}
 	sender, key := c.Args().Get(0), c.Args().Get(1)
-	token := c.String("admin-token")
-	if f := c.String("admin-token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
-		}
-		token = strings.TrimSpace(string(b))
+	api, err := newAdminClient(c)
+	if err != nil {
+		return err
 	}
 	by := c.String("by")
 	if by == "" {
 		by = operatorName()
 	}
-	api := adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}
 	res, err := api.accept(c.Context, sender, key, c.String("id"), by)
 	if err != nil {
 		var ae *apiError
