@@ -145,4 +145,16 @@ senders:
 	if html := page(); !strings.Contains(html, "accepted-"+m[2]) {
 		t.Fatalf("page does not show the accepted conflict:\n%s", html)
 	}
+
+	// The events page searches by a part of the key too.
+	resp, err := http.Get(adminURL + "/ui/events?key=8742591")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if events := string(b); resp.StatusCode != 200 || !strings.Contains(events, ">8742591:CONFIRMED<") ||
+		!strings.Contains(events, ">8742591:CONFIRMED:accepted-"+c.ID+"<") || strings.Contains(events, "5550001") {
+		t.Fatalf("events page searched for 8742591: %d\n%s", resp.StatusCode, events)
+	}
 }
