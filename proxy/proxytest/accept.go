@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy"
 )
 
 // AcceptConfig drives RunAcceptConflict: shop keeps requests (so its
@@ -143,6 +144,33 @@ func RunAcceptConflict(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 		}
 		if n := site.Executions(evt); n != 2 {
 			t.Fatalf("executions after concurrent accepts = %d, want 2", n)
+		}
+	})
+
+	t.Run("InterruptedAcceptResumed", func(t *testing.T) {
+		evt := "cut-" + run
+		refused(t, "shop", evt)
+		// A serve marked it accepted and stopped before forwarding it.
+		if _, err := store.AcceptConflict(ctx(), "shop", evt, "", "stopped-serve"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := px.Proxy.Accept(ctx(), "shop", evt, "", "tester"); !errors.Is(err, dedupe.ErrAccepted) {
+			t.Fatalf("Accept right after another marked it: %v, want ErrAccepted (that accept may still be forwarding)", err)
+		}
+		if n := site.Executions(evt); n != 1 {
+			t.Fatalf("executions = %d, want 1", n)
+		}
+		old := proxy.AcceptResumeAfter
+		proxy.AcceptResumeAfter = 0
+		defer func() { proxy.AcceptResumeAfter = old }()
+		if acc, err := px.Proxy.Accept(ctx(), "shop", evt, "", "tester"); err != nil || acc.Outcome != "processed" {
+			t.Fatalf("Accept of an interrupted accept = %+v, %v; want it resumed, processed", acc, err)
+		}
+		if _, err := px.Proxy.Accept(ctx(), "shop", evt, "", "tester"); !errors.Is(err, dedupe.ErrAccepted) {
+			t.Fatalf("Accept once the copy ran: %v, want ErrAccepted", err)
+		}
+		if n := site.Executions(evt); n != 2 {
+			t.Fatalf("executions after resuming = %d, want 2", n)
 		}
 	})
 
