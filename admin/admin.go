@@ -100,6 +100,21 @@ type Options struct {
 	// store); nil when this process does not know the senders (the page
 	// and GET /v1/readiness then say so).
 	Readiness func(ctx context.Context) (readiness.Report, error)
+	// Accept forwards the refused payload of a conflict to the site as an
+	// event of its own, once (the proxy's Accept): id names the conflict,
+	// "" the newest of the key; by is who accepts. nil disables
+	// POST …/accept and the page's Accept button. Its refusals wrap
+	// dedupe.ErrAccepted, dedupe.ErrNotAcceptable, dedupe.ErrNotFound or
+	// ErrRefused.
+	Accept func(ctx context.Context, sender, key, id, by string) (Acceptance, error)
+}
+
+// Acceptance is what an operator's acceptance of a conflict came to: the
+// conflict as marked, and the delivery of its payload under
+// conflict.accepted_key.
+type Acceptance struct {
+	Conflict dedupe.ConflictJSON `json:"conflict"`
+	Redelivery
 }
 
 // Redelivery is what an operator's redelivery came to.
@@ -182,6 +197,7 @@ func New(o Options) (*Handler, error) {
 	h.mux.Handle("DELETE /v1/events/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.deleteEvent))))
 	h.mux.Handle("POST /v1/redeliver/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.redeliver))))
 	h.mux.Handle("POST /v1/release/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.releaseEvent))))
+	h.mux.Handle("POST /v1/accept/{sender}/{key...}", h.bearer(h.apiWrite(http.HandlerFunc(h.acceptConflict))))
 	h.mux.Handle("GET /v1/events", h.bearer(http.HandlerFunc(h.listEvents)))
 	h.mux.Handle("GET /v1/conflicts", h.bearer(http.HandlerFunc(h.listConflicts)))
 	h.routeUI()
@@ -437,6 +453,50 @@ func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// acceptConflict answers POST /v1/accept/{sender}/{key}[?id=ID][&by=NAME]:
+// 200 with the acceptance, 404 when there is no such conflict, 409 when
+// it was accepted already or cannot be accepted (the detail says why).
+func (h *Handler) acceptConflict(w http.ResponseWriter, r *http.Request) {
+	if h.o.Accept == nil {
+		problem.Write(w, http.StatusNotImplemented, "Not available", "accepting a conflict needs the admin listener of hookonce serve")
+		return
+	}
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	by := r.URL.Query().Get("by")
+	if by == "" {
+		by = "admin API"
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute) // the site's time, not a store call's
+	defer cancel()
+	res, err := h.o.Accept(ctx, sender, key, r.URL.Query().Get("id"), by)
+	if err != nil {
+		status, title := acceptRefusal(err)
+		if status == 0 {
+			h.storeError(w, "accept", err)
+			return
+		}
+		problem.Write(w, status, title, err.Error())
+		return
+	}
+	h.log.Warn("admin: conflict accepted by an operator", "sender", sender, "key", key, "conflict", res.Conflict.ID,
+		"accepted_key", res.Conflict.AcceptedKey, "by", by, "outcome", res.Outcome, "status", res.Status)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// acceptRefusal maps an Accept refusal to its status and title; 0 for an
+// error that is not a refusal.
+func acceptRefusal(err error) (int, string) {
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		return http.StatusNotFound, "No such conflict"
+	case errors.Is(err, dedupe.ErrAccepted):
+		return http.StatusConflict, "Already accepted"
+	case errors.Is(err, dedupe.ErrNotAcceptable), errors.Is(err, ErrRefused):
+		return http.StatusConflict, "Cannot be accepted"
+	}
+	return 0, ""
+}
+
 func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
 	f, err := listFilter(r, false)
 	if err != nil {
@@ -457,10 +517,14 @@ func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// listFilter reads sender=, status= (when withState) and limit=.
+// listFilter reads sender=, status= (when withState), key= (a whole part
+// of the key, or the key: dedupe.ListFilter.KeyPart) and limit=.
 func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
 	q := r.URL.Query()
-	f := dedupe.ListFilter{Sender: q.Get("sender"), Limit: DefaultLimit}
+	f := dedupe.ListFilter{Sender: q.Get("sender"), KeyPart: strings.TrimSpace(q.Get("key")), Limit: DefaultLimit}
+	if len(f.KeyPart) > 512 {
+		return f, errors.New("key: at most 512 bytes")
+	}
 	if withState {
 		st, err := parseState(q.Get("status"))
 		if err != nil {

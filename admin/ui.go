@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -31,7 +32,8 @@ import (
 // only that id, never the token. It is HttpOnly, SameSite=Strict, scoped
 // to Path=/ui, and Secure when the login came over TLS or
 // Options.SecureCookie says a proxy terminates TLS. The one thing the page
-// changes are a redelivery and the release of a held event, POSTs whose
+// changes are a redelivery, the release of a held event and the
+// acceptance of a conflict, POSTs whose
 // forms carry a CSRF token bound to the session (an HMAC of the session id
 // under a per-process key), so another site cannot make a signed-in browser
 // send them. Without a token there is no session and the CSRF token is
@@ -46,6 +48,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"eventURL": eventURL,
 	"short":    shortHash,
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"utcp":     func(t *time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"join":     strings.Join,
 	// msDuration prints milliseconds as a duration (readiness.go).
 	"msDuration": msDuration,
@@ -70,6 +73,7 @@ func (h *Handler) routeUI() {
 	h.mux.Handle("GET /ui/overview", h.uiAuth(h.uiOverview))
 	h.mux.Handle("POST /ui/redeliver/{sender}/{key...}", h.uiAuth(h.uiRedeliver))
 	h.mux.Handle("POST /ui/release/{sender}/{key...}", h.uiAuth(h.uiRelease))
+	h.mux.Handle("POST /ui/accept/{sender}/{key...}", h.uiAuth(h.uiAccept))
 }
 
 // csrfToken is the token the page's forms carry for r's session: an HMAC of
@@ -140,6 +144,41 @@ func (h *Handler) uiRedeliver(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("Redelivered: %s, the site answered %d.", res.Outcome, res.Status)
 	}
 	http.Redirect(w, r, eventURL(sender, key)+"?note="+url.QueryEscape(msg), http.StatusSeeOther)
+}
+
+// uiAccept accepts a conflict for an operator on the conflicts page: its
+// refused payload goes to the site once, as an event of its own. The form
+// names the conflict by its id, so the button accepts the row it is on.
+func (h *Handler) uiAccept(w http.ResponseWriter, r *http.Request) {
+	if !h.validCSRF(w, r) {
+		return
+	}
+	sender, key := r.PathValue("sender"), r.PathValue("key")
+	if h.o.Accept == nil {
+		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available", Message: "Accepting a conflict needs the admin listener of hookonce serve."})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	by := "admin page"
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		by += " from " + host
+	}
+	res, err := h.o.Accept(ctx, sender, key, r.PostFormValue("id"), by)
+	msg := ""
+	if err != nil {
+		if status, _ := acceptRefusal(err); status == 0 {
+			h.uiStoreError(w, "accept", err)
+			return
+		}
+		msg = "Not accepted: " + err.Error()
+	} else {
+		h.log.Warn("admin: conflict accepted by an operator (page)", "sender", sender, "key", key, "conflict", res.Conflict.ID,
+			"accepted_key", res.Conflict.AcceptedKey, "by", by, "outcome", res.Outcome, "status", res.Status)
+		msg = fmt.Sprintf("Accepted: sent to the site as %s:%s, %s, the site answered %d.", sender, res.Conflict.AcceptedKey, res.Outcome, res.Status)
+	}
+	q := url.Values{"sender": {sender}, "key": {key}, "note": {msg}}
+	http.Redirect(w, r, "/ui/conflicts?"+q.Encode(), http.StatusSeeOther)
 }
 
 // uiAuthorized accepts the bearer header or the session cookie.
@@ -250,6 +289,7 @@ func (h *Handler) uiUnretried(w http.ResponseWriter, r *http.Request, p eventsPa
 type eventsPage struct {
 	Title   string
 	Sender  string
+	Key     string // a whole part of the key (or the key)
 	Status  string
 	Limit   int
 	Senders []string
@@ -274,7 +314,7 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := listFilter(r, true)
-	p.Sender, p.Status, p.Limit = f.Sender, string(f.State), f.Limit
+	p.Sender, p.Key, p.Status, p.Limit = f.Sender, f.KeyPart, string(f.State), f.Limit
 	if err != nil {
 		p.Error = err.Error()
 		h.render(w, http.StatusBadRequest, "events.html", p)
@@ -337,20 +377,25 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 type conflictsPage struct {
 	Title  string
 	Sender string
+	Key    string // a whole part of the key (or the key)
 	Limit  int
 	Rows   []conflictRow
 	Error  string
+	Note   string // what the last accept came to
+	CSRF   string // the accept forms' token
+	// CanAccept: this listener can accept (it belongs to serve).
+	CanAccept bool
 }
 
 type conflictRow struct {
-	dedupe.Conflict
+	dedupe.ConflictJSON
 	Age string
 }
 
 func (h *Handler) uiConflicts(w http.ResponseWriter, r *http.Request) {
-	p := conflictsPage{Title: "Conflicts"}
+	p := conflictsPage{Title: "Conflicts", Note: r.URL.Query().Get("note"), CSRF: h.csrfToken(r), CanAccept: h.o.Accept != nil}
 	f, err := listFilter(r, false)
-	p.Sender, p.Limit = f.Sender, f.Limit
+	p.Sender, p.Key, p.Limit = f.Sender, f.KeyPart, f.Limit
 	if err != nil {
 		p.Error = err.Error()
 		h.render(w, http.StatusBadRequest, "conflicts.html", p)
@@ -365,7 +410,7 @@ func (h *Handler) uiConflicts(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.o.Now()
 	for _, c := range cs {
-		p.Rows = append(p.Rows, conflictRow{Conflict: c, Age: Age(now, c.ReceivedAt)})
+		p.Rows = append(p.Rows, conflictRow{ConflictJSON: c.JSON(), Age: Age(now, c.ReceivedAt)})
 	}
 	h.render(w, http.StatusOK, "conflicts.html", p)
 }

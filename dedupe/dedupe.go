@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -117,6 +118,12 @@ var (
 	// ErrReadOnly: the store was opened read-only (see ReadOnly) and the
 	// call would write. Nothing was sent to the backend.
 	ErrReadOnly = errors.New("store opened read-only")
+	// ErrAccepted: the conflict was accepted already; it is not accepted
+	// twice.
+	ErrAccepted = errors.New("conflict already accepted")
+	// ErrNotAcceptable: the conflict cannot be accepted (its payload was
+	// not kept whole, or it was recorded in shadow mode).
+	ErrNotAcceptable = errors.New("conflict cannot be accepted")
 )
 
 // Response is the site's answer as stored for replay.
@@ -179,16 +186,77 @@ func (r Record) LastAttempt() Attempt {
 
 // Conflict is a delivery that reused a known key with another payload.
 type Conflict struct {
+	// ID names the conflict in its store: assigned by RecordConflict,
+	// unique in the store and never reused (an SQLite or PostgreSQL row
+	// id, a Redis stream id). It is the n of the accepted copy's key
+	// (AcceptedKey).
+	ID           string
 	Sender       string
 	Key          string
 	StoredHash   string
 	ReceivedHash string
 	ReceivedAt   time.Time
-	// ChangedPaths lists the JSON paths whose values differ, when both bodies
-	// are JSON and were kept; nil otherwise. Computed by the caller.
+	// ChangedPaths lists what differs between the stored original and the
+	// refused payload, when both bodies were kept: the JSON paths whose
+	// values differ (DiffKind "json") or the names of the form fields that
+	// differ, as PHP names them (DiffKind "form"); nil otherwise. Never the
+	// values. Computed by the caller.
 	ChangedPaths []string
+	// DiffKind says what ChangedPaths holds: DiffJSON, DiffForm or "".
+	DiffKind string
 	// ExpiresAt is when Purge may remove the conflict.
 	ExpiresAt time.Time
+	// Shadow: recorded in shadow mode, where the site received the payload
+	// all the same; such a conflict is shown, never accepted.
+	Shadow bool
+	// Request and Body are the refused delivery (method, target, headers
+	// and body), kept under the rules of store_request_body: only when the
+	// sender keeps requests, the body at most max_stored_body bytes
+	// (BodyTruncated says when it was cut). nil when not kept.
+	Request       *StoredRequest
+	Body          []byte
+	BodyTruncated bool
+	// AcceptedAt and AcceptedBy say when and by whom an operator accepted
+	// the conflict (AcceptConflict); zero until then.
+	AcceptedAt time.Time
+	AcceptedBy string
+}
+
+// What Conflict.ChangedPaths holds.
+const (
+	DiffJSON = "json"
+	DiffForm = "form"
+)
+
+// Kept reports whether the refused payload was kept whole, so that it can
+// be accepted.
+func (c Conflict) Kept() bool { return c.Request != nil && c.Body != nil && !c.BodyTruncated }
+
+// Accepted reports whether an operator accepted the conflict.
+func (c Conflict) Accepted() bool { return !c.AcceptedAt.IsZero() }
+
+// AcceptedKey is the key under which the accepted copy of the conflict
+// runs at the site: KEY:accepted-ID, a record of its own beside the
+// original, so the copy is claimed, answered and replayed like any event
+// and the site sees the Idempotency-Key SENDER:KEY:accepted-ID.
+func (c Conflict) AcceptedKey() string { return AcceptedKey(c.Key, c.ID) }
+
+// AcceptedKey is Conflict.AcceptedKey for a key and a conflict id.
+func AcceptedKey(key, id string) string { return key + ":accepted-" + id }
+
+// Acceptable says why the conflict cannot be accepted, or nil when it can.
+func (c Conflict) Acceptable() error {
+	switch {
+	case c.Accepted():
+		return fmt.Errorf("%w (at %s by %s)", ErrAccepted, c.AcceptedAt.UTC().Format(time.RFC3339), c.AcceptedBy)
+	case c.Shadow:
+		return fmt.Errorf("%w: recorded in shadow mode, where the site received this payload already", ErrNotAcceptable)
+	case c.Request == nil || c.Body == nil:
+		return fmt.Errorf("%w: the refused payload was not kept (store_request_body is off for this sender)", ErrNotAcceptable)
+	case c.BodyTruncated:
+		return fmt.Errorf("%w: the refused body was longer than max_stored_body and was kept cut short", ErrNotAcceptable)
+	}
+	return nil
 }
 
 // ClaimRequest asks for the claim on one event.
@@ -282,7 +350,90 @@ type Hit struct {
 type ListFilter struct {
 	Sender string
 	State  State
-	Limit  int
+	// Key, when set, keeps only that exact key (Conflicts).
+	Key string
+	// KeyPart, when set, keeps only keys that equal it or hold it as one
+	// whole part (KeyHasPart): "8742591" finds 8742591:CONFIRMED.
+	KeyPart string
+	Limit   int
+}
+
+// Match reports whether rec passes f's sender, state, key and key-part
+// filters (not the limit), for backends that filter in Go.
+func (f ListFilter) Match(sender, key string, st State) bool {
+	return (f.Sender == "" || sender == f.Sender) && (f.State == "" || st == f.State) &&
+		(f.Key == "" || key == f.Key) && f.Keeps(key)
+}
+
+// Keeps reports whether key passes f's key-part filter (true when it
+// sets none).
+func (f ListFilter) Keeps(key string) bool { return f.KeyPart == "" || KeyHasPart(key, f.KeyPart) }
+
+// KeyHasPart reports whether key equals part or holds it as one whole
+// part. Keys are parts joined with ':' after each was escaped ('\' → '\\',
+// ':' → '\:'), so the key is split at unescaped colons and each part
+// unescaped before it is compared: "8742591" is a part of
+// "8742591:CONFIRMED" and of "CONFIRMED:8742591", not of "87425910:X"
+// nor of "a\:8742591" (one part, "a:8742591").
+func KeyHasPart(key, part string) bool {
+	if part == "" || key == part {
+		return part != ""
+	}
+	var cur []byte
+	esc := false
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case esc:
+			cur = append(cur, c)
+			esc = false
+		case c == '\\':
+			esc = true
+		case c == ':':
+			if string(cur) == part {
+				return true
+			}
+			cur = cur[:0]
+		default:
+			cur = append(cur, c)
+		}
+	}
+	return string(cur) == part
+}
+
+// Pages runs a backend's query page by page until want results are kept
+// (got counts them) or the rows run out: page reads up to lim rows from
+// offset off and answers how many it read. Without a key-part filter
+// every row is kept and one page is the whole answer; with one, the
+// backend narrows by KeyPartNeedles and keeps only whole parts, so a page
+// may keep fewer rows than it read.
+func Pages(f ListFilter, want int, page func(lim, off int) (int, error), got func() int) error {
+	if f.KeyPart == "" {
+		_, err := page(want, 0)
+		return err
+	}
+	for off := 0; ; {
+		n, err := page(want, off)
+		if err != nil {
+			return err
+		}
+		if got() >= want || n < want {
+			return nil
+		}
+		off += n
+	}
+}
+
+// KeyPartNeedles are the substrings one of which every key holding part
+// contains (the part as written and as escaped inside a key): a backend
+// narrows with them in its own query language, then keeps only what
+// KeyHasPart accepts.
+func KeyPartNeedles(part string) []string {
+	esc := strings.NewReplacer("\\", "\\\\", ":", "\\:").Replace(part)
+	if esc == part {
+		return []string{part}
+	}
+	return []string{part, esc}
 }
 
 // PurgeRequest says which records Purge removes. Records whose processing
@@ -386,8 +537,21 @@ type Store interface {
 	// longer holds the claim.
 	Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error
 
-	// RecordConflict appends a conflict; it never touches the record.
+	// RecordConflict appends a conflict, with its refused request when
+	// one is kept, and assigns it an ID; it never touches the record.
+	// ID, AcceptedAt and AcceptedBy of c are ignored.
 	RecordConflict(ctx context.Context, c Conflict) error
+
+	// AcceptConflict marks one conflict of (sender, key) accepted by by,
+	// at the store's time, atomically and once: id names it (Conflict.ID),
+	// or, when empty, the newest conflict of the key is meant. It answers
+	// the conflict as now marked. ErrNotFound when there is no such
+	// conflict; ErrAccepted, with the conflict as it stands, when it was
+	// accepted already (by this call's rival too: of any number of
+	// concurrent calls exactly one succeeds); ErrNotAcceptable, with the
+	// conflict, when its payload was not kept whole or it was recorded in
+	// shadow mode (Conflict.Acceptable). Nothing is written on an error.
+	AcceptConflict(ctx context.Context, sender, key, id, by string) (Conflict, error)
 
 	// AddHits adds replay counts. It is called off the request path, in
 	// batches; records that vanished are skipped silently.

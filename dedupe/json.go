@@ -50,7 +50,9 @@ type ResponseJSON struct {
 	Truncated  bool                `json:"truncated"`
 }
 
-// ConflictJSON is a conflict's public JSON form.
+// ConflictJSON is a conflict's public JSON form. The refused payload's
+// values are never shown: only what changed (paths or field names), its
+// method, target and redacted headers (RedactHeaders), and its size.
 type ConflictJSON struct {
 	Sender         string    `json:"sender"`
 	Key            string    `json:"key"`
@@ -58,6 +60,27 @@ type ConflictJSON struct {
 	ReceivedSHA256 string    `json:"received_sha256"`
 	ReceivedAt     time.Time `json:"received_at"`
 	ChangedPaths   []string  `json:"changed_paths"`
+	ID             string    `json:"id"`
+	// DiffKind: "json" (changed_paths are JSON paths), "form" (form field
+	// names) or "" (nothing compared: a body was not kept, or not JSON or a
+	// form).
+	DiffKind string `json:"diff_kind"`
+	Shadow   bool   `json:"shadow,omitempty"`
+	// RequestKept: the refused request was kept (store_request_body).
+	RequestKept   bool                `json:"request_kept"`
+	Method        string              `json:"method,omitempty"`
+	URI           string              `json:"uri,omitempty"`
+	Headers       map[string][]string `json:"headers,omitempty"`
+	BodyBytes     int                 `json:"body_bytes,omitempty"`
+	BodyTruncated bool                `json:"body_truncated,omitempty"`
+	// Acceptable: hookonce accept would forward it now; otherwise
+	// NotAcceptable says why.
+	Acceptable    bool       `json:"acceptable"`
+	NotAcceptable string     `json:"not_acceptable,omitempty"`
+	AcceptedAt    *time.Time `json:"accepted_at,omitempty"`
+	AcceptedBy    string     `json:"accepted_by,omitempty"`
+	// AcceptedKey is the key the accepted copy runs under (KEY:accepted-ID).
+	AcceptedKey string `json:"accepted_key,omitempty"`
 }
 
 // JSON renders r in its public form (times in UTC).
@@ -105,8 +128,23 @@ func (c Conflict) JSON() ConflictJSON {
 	if paths == nil {
 		paths = []string{}
 	}
-	return ConflictJSON{
+	out := ConflictJSON{
 		Sender: c.Sender, Key: c.Key, StoredSHA256: c.StoredHash,
 		ReceivedSHA256: c.ReceivedHash, ReceivedAt: c.ReceivedAt.UTC(), ChangedPaths: paths,
+		ID: c.ID, DiffKind: c.DiffKind, Shadow: c.Shadow, RequestKept: c.Request != nil && c.Body != nil,
+		BodyBytes: len(c.Body), BodyTruncated: c.BodyTruncated,
 	}
+	if c.Request != nil {
+		out.Method, out.URI, out.Headers = c.Request.Method, c.Request.URI, RedactHeaders(c.Request.Header)
+	}
+	if err := c.Acceptable(); err != nil {
+		out.NotAcceptable = err.Error()
+	} else {
+		out.Acceptable = true
+	}
+	if c.Accepted() {
+		t := c.AcceptedAt.UTC()
+		out.AcceptedAt, out.AcceptedBy, out.AcceptedKey = &t, c.AcceptedBy, c.AcceptedKey()
+	}
+	return out
 }

@@ -8,7 +8,7 @@ import (
 
 // ReadOnly makes a Store of a Reader: reads go to r, and every call that
 // would write (Claim, Complete, Release, Hold, Renew, RecordConflict,
-// AddHits, Forget, Purge, Probe, and the ObjectLocker's LockObject,
+// AcceptConflict, AddHits, Forget, Purge, Probe, and the ObjectLocker's LockObject,
 // RenewObject, UnlockObject) fails with ErrReadOnly without reaching the
 // backend. The backends' OpenReadOnly constructors return their readers
 // wrapped in it, so a read-only handle cannot write by mistake whatever its
@@ -33,8 +33,11 @@ func (readOnly) Renew(context.Context, string, string, string, time.Duration) er
 	return refuse("renew")
 }
 func (readOnly) RecordConflict(context.Context, Conflict) error { return refuse("record conflict") }
-func (readOnly) AddHits(context.Context, []Hit) error           { return refuse("add hits") }
-func (readOnly) Forget(context.Context, string, string) error   { return refuse("forget") }
+func (readOnly) AcceptConflict(context.Context, string, string, string, string) (Conflict, error) {
+	return Conflict{}, refuse("accept conflict")
+}
+func (readOnly) AddHits(context.Context, []Hit) error         { return refuse("add hits") }
+func (readOnly) Forget(context.Context, string, string) error { return refuse("forget") }
 func (readOnly) Free(context.Context, string, string, Attempt) (State, error) {
 	return "", refuse("free")
 }

@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -166,3 +167,33 @@ func valueEnd(s string, i int, secret bool) int {
 	}
 	return len(s)
 }
+
+// RedactHeaders returns a copy of h fit to show an operator: the value of
+// every header that may carry a credential or a signature is replaced by
+// "xxxxx" — Authorization, Proxy-Authorization, Cookie, Set-Cookie, and
+// any name holding "pass", "pwd", "secret", "token", "credential" (as a
+// DSN's parameters), "auth", "sign", "hmac", "hash", "key" or "digest"
+// (X-Signature, Stripe-Signature, X-Hub-Signature-256,
+// X-Shopify-Hmac-Sha256, Content-Digest, X-Api-Key, …). Stores keep the
+// headers whole (the site may check them itself when a kept request is
+// delivered again); only what is shown is redacted.
+func RedactHeaders(h http.Header) http.Header {
+	if h == nil {
+		return nil
+	}
+	out := make(http.Header, len(h))
+	for name, vals := range h {
+		if secretHeader.MatchString(name) || isSecret(name) {
+			red := make([]string, len(vals))
+			for i := range red {
+				red[i] = redacted
+			}
+			out[name] = red
+			continue
+		}
+		out[name] = append([]string(nil), vals...)
+	}
+	return out
+}
+
+var secretHeader = regexp.MustCompile(`(?i)auth|cookie|sign|hmac|hash|key|digest`)

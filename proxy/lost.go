@@ -167,23 +167,37 @@ func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (
 		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, ErrInProgress)
 	}
 
-	r, err := http.NewRequestWithContext(ctx, rec.Request.Method, "http://redelivery"+rec.Request.URI, strings.NewReader(string(rec.RequestBody)))
+	res, err := p.deliverKept(ctx, c, s, key, rec.Request, rec.RequestBody)
 	if err != nil {
-		return Redelivery{}, fmt.Errorf("redeliver %s/%s: stored request: %w", sender, key, err)
+		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, err)
 	}
-	r.Header = rec.Request.Header.Clone()
+	return res, nil
+}
+
+// deliverKept sends a kept request to the site under (s, key) through the
+// normal claim path, as an attempt by the operator: redelivery and the
+// acceptance of a conflict (accept.go) both run here.
+func (p *Proxy) deliverKept(ctx context.Context, c *contract.Contract, s *contract.Sender, key string, head *dedupe.StoredRequest, body []byte) (Redelivery, error) {
+	r, err := http.NewRequestWithContext(ctx, head.Method, "http://redelivery"+head.URI, strings.NewReader(string(body)))
+	if err != nil {
+		return Redelivery{}, fmt.Errorf("stored request: %w", err)
+	}
+	r.Header = head.Header.Clone()
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
 	r.RemoteAddr = "127.0.0.1:0" // the operator, on this host
-	r.RequestURI = rec.Request.URI
-	if u, err := url.ParseRequestURI(rec.Request.URI); err == nil {
+	r.RequestURI = head.URI
+	if u, err := url.ParseRequestURI(head.URI); err == nil {
 		r.URL = u
 	}
 	rw := &recorder{header: http.Header{}}
 	d := &delivery{p: p, c: c, s: s, w: rw, r: r, start: time.Now(), log: p.log.With("sender", s.Name, "by", dedupe.AttemptByOperator),
-		by: dedupe.AttemptByOperator, body: rec.RequestBody, key: key}
+		by: dedupe.AttemptByOperator, body: body, key: key}
 	path, _ := contract.NormalizePath(r.URL.EscapedPath())
-	d.req = contract.NewRequest(r, path, rec.RequestBody, c.ClientAddr(r.RemoteAddr, r.Header))
+	d.req = contract.NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))
 	if d.hash, d.legacyHash, err = s.RequestHash(d.req); err != nil {
-		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, err)
+		return Redelivery{}, err
 	}
 	d.claimLoop()
 	return Redelivery{Outcome: d.outcome, Status: rw.status, Body: rw.body}, nil

@@ -782,13 +782,33 @@ func (d *delivery) storeDown(err error) {
 	answerStoreDown(d.w)
 }
 
+// recordConflict records a delivery refused (or, in shadow mode, that
+// would be refused) as a conflict with stored. With store_request_body the
+// refused request is kept beside it, as a claim keeps its request (the
+// headers whole: the site may check a signature when an operator accepts
+// it), its body at most max_stored_body bytes; and what changed against
+// the kept original: JSON paths, or form field names as PHP reads them.
+// Without store_request_body nothing of the payload is kept, and the
+// conflict cannot be accepted.
 func (d *delivery) recordConflict(stored dedupe.Record) {
 	c := dedupe.Conflict{
 		Sender: d.s.Name, Key: d.key, StoredHash: stored.PayloadHash, ReceivedHash: d.hash,
-		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL),
+		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL), Shadow: d.s.Shadow(),
 	}
-	if d.s.StoreRequestBody && stored.RequestBody != nil {
-		c.ChangedPaths = contract.ChangedPaths(stored.RequestBody, d.body)
+	if d.s.StoreRequestBody {
+		c.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
+		c.Body = d.body
+		if max := d.s.MaxStoredBody; int64(len(c.Body)) > max {
+			c.Body, c.BodyTruncated = c.Body[:max], true
+		}
+		if stored.RequestBody != nil {
+			orig := stored.Request
+			if orig == nil { // kept by a release that kept no head: JSON only
+				orig = &dedupe.StoredRequest{Header: http.Header{}}
+			}
+			c.DiffKind, c.ChangedPaths = contract.ChangedBody(orig.Method, orig.Header, stored.RequestBody,
+				d.r.Method, d.r.Header, d.body)
+		}
 	}
 	err := d.p.storeCall(d.r, d.s, "record_conflict", func(ctx context.Context) error {
 		return d.p.store.RecordConflict(ctx, c)

@@ -144,6 +144,9 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"ProbeLeavesNothing", testProbeLeavesNothing},
 		{"ParallelClaimOneWinner", testParallelClaimOneWinner},
 		{"ParallelTakeoverOneWinner", testParallelTakeoverOneWinner},
+		{"ConflictPayloadKept", testConflictPayloadKept},
+		{"AcceptConflictOnce", testAcceptConflictOnce},
+		{"KeyPart", testKeyPart},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,8 +27,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 	}
 	time.Sleep(5 * time.Millisecond) // distinct received times, for List's order
 	mustClaim(t, rw, req(sender, "busy", "h2", busy), dedupe.Claimed)
-	if err := rw.RecordConflict(ctx, dedupe.Conflict{Sender: sender, Key: "done", StoredHash: "h1", ReceivedHash: "h9",
-		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+	if err := rw.RecordConflict(ctx, keptConflict(sender, "done", "h9", []byte(`{"amount":9}`))); err != nil {
 		t.Fatalf("RecordConflict: %v", err)
 	}
 
@@ -47,8 +46,12 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 			t.Fatalf("List = %v, %v; want [busy done]", keys(recs), err)
 		}
 		cs, err := ro.Conflicts(ctxT(t), dedupe.ListFilter{Sender: sender})
-		if err != nil || len(cs) != 1 || cs[0].ReceivedHash != "h9" {
+		if err != nil || len(cs) != 1 || cs[0].ReceivedHash != "h9" || string(cs[0].Body) != `{"amount":9}` || cs[0].Accepted() {
 			t.Fatalf("Conflicts = %+v, %v", cs, err)
+		}
+		part, err := ro.List(ctxT(t), dedupe.ListFilter{KeyPart: "busy", Sender: sender})
+		if err != nil || len(part) != 1 {
+			t.Fatalf("List by key part = %v, %v", keys(part), err)
 		}
 	})
 
@@ -66,6 +69,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 		_, claimErr := ro.Claim(ctx, req(sender, "new", "h", owner()))
 		_, purgeErr := ro.Purge(ctx, dedupe.PurgeRequest{ReceivedBefore: time.Now().Add(time.Hour)})
 		_, freeErr := ro.Free(ctx, sender, "done", att("released"))
+		_, acceptErr := ro.AcceptConflict(ctx, sender, "done", "", "op")
 		l, ok := ro.(dedupe.ObjectLocker)
 		if !ok {
 			t.Fatalf("the read-only store %T is no dedupe.ObjectLocker", ro)
@@ -81,6 +85,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 			"AddHits":        ro.AddHits(ctx, []dedupe.Hit{{Sender: sender, Key: "done", N: 5}}),
 			"Forget":         ro.Forget(ctx, sender, "done"),
 			"Free":           freeErr,
+			"AcceptConflict": acceptErr,
 			"Purge":          purgeErr,
 			"Probe":          ro.Probe(ctx),
 			"LockObject":     lockErr,
@@ -99,7 +104,7 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 		if recs, err := rw.List(ctx, dedupe.ListFilter{Sender: sender}); err != nil || len(recs) != 2 {
 			t.Fatalf("List after refused writes = %v, %v", keys(recs), err)
 		}
-		if cs, err := rw.Conflicts(ctx, dedupe.ListFilter{Sender: sender}); err != nil || len(cs) != 1 {
+		if cs, err := rw.Conflicts(ctx, dedupe.ListFilter{Sender: sender}); err != nil || len(cs) != 1 || cs[0].Accepted() {
 			t.Fatalf("Conflicts after refused writes = %d, %v", len(cs), err)
 		}
 	})

@@ -214,3 +214,66 @@ func TestObjectLocksShareCommitsWithClaims(t *testing.T) {
 		t.Fatalf("%d lock rows left after every unlock (%v)", rows, err)
 	}
 }
+
+// A database at schema version 3 (the release before conflicts kept their
+// payload), with a conflict recorded by it, migrates in place: the old
+// conflict reads back with an id and no payload, so accepting it is
+// refused as not kept; a conflict recorded now is accepted once.
+func TestMigrateFromVersion3(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ctx := ctxFor(t, 30*time.Second)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE hookonce_schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	for v, name := range []string{"0001_init.sql", "0002_released_attempts.sql", "0003_objects.sql"} {
+		b, err := os.ReadFile(filepath.Join("migrations", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, string(b)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO hookonce_schema_migrations (version, name) VALUES ($1, $2)`, v+1, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at)
+		VALUES ('s', 'evt', 'h1', 'h2', now(), ARRAY['amount'], now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+
+	s := mustNew(t, dsn) // migrates
+	cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: "s", Key: "evt"})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("old conflict after migration: %+v, %v", cs, err)
+	}
+	old := cs[0]
+	if old.ID == "" || old.ReceivedHash != "h2" || fmt.Sprint(old.ChangedPaths) != "[amount]" || old.Request != nil || old.Body != nil || old.Accepted() {
+		t.Fatalf("old conflict read back as %+v", old)
+	}
+	if _, err := s.AcceptConflict(ctx, "s", "evt", "", "op"); !errors.Is(err, dedupe.ErrNotAcceptable) {
+		t.Fatalf("accept of a conflict recorded before the migration: %v, want ErrNotAcceptable", err)
+	}
+	c := dedupe.Conflict{Sender: "s", Key: "evt", StoredHash: "h1", ReceivedHash: "h3", ReceivedAt: time.Now(),
+		ExpiresAt: time.Now().Add(time.Hour), Request: &dedupe.StoredRequest{Method: "POST", URI: "/x"}, Body: []byte(`{"amount":3}`)}
+	if err := s.RecordConflict(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AcceptConflict(ctx, "s", "evt", "", "op")
+	if err != nil || got.ReceivedHash != "h3" {
+		t.Fatalf("accept of a new conflict after migration = %+v, %v", got, err)
+	}
+	if _, err := s.AcceptConflict(ctx, "s", "evt", got.ID, "op"); !errors.Is(err, dedupe.ErrAccepted) {
+		t.Fatalf("second accept after migration: %v, want ErrAccepted", err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM hookonce_schema_migrations`).Scan(&n); err != nil || n != len(migrationFiles(t)) {
+		t.Fatalf("%d migrations recorded (%v), want %d", n, err, len(migrationFiles(t)))
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -670,15 +672,107 @@ func optTime(t time.Time) *time.Time {
 // RecordConflict implements dedupe.Store. A zero ReceivedAt means now; a
 // zero ExpiresAt means 72h after it.
 func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at)
-		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours')
-		FROM (SELECT COALESCE($5::timestamptz, clock_timestamp()) AS t) n`,
-		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, optTime(c.ReceivedAt), c.ChangedPaths, optTime(c.ExpiresAt))
+	op := "record conflict " + c.Sender + "/" + c.Key
+	head, err := encodeRequestHead(c.Request)
 	if err != nil {
-		return fail("record conflict "+c.Sender+"/"+c.Key, err)
+		return fmt.Errorf("postgres %s: %w", op, err)
+	}
+	var body []byte
+	if c.Request != nil {
+		body = c.Body
+		if body == nil {
+			body = []byte{}
+		}
+	}
+	_, err = s.pool.Exec(ctx, `
+		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
+			diff_kind, shadow, request_head, request_body, body_truncated)
+		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours'), $8, $9, $10, $11, $12
+		FROM (SELECT COALESCE($5::timestamptz, clock_timestamp()) AS t) n`,
+		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, optTime(c.ReceivedAt), c.ChangedPaths, optTime(c.ExpiresAt),
+		c.DiffKind, c.Shadow, head, body, c.BodyTruncated)
+	if err != nil {
+		return fail(op, err)
 	}
 	return nil
+}
+
+const conflictCols = `id, sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
+	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, coalesce(accepted_by, '')`
+
+func scanConflict(row pgx.Row) (dedupe.Conflict, error) {
+	var (
+		c          dedupe.Conflict
+		id         int64
+		head, body []byte
+		accepted   *time.Time
+	)
+	if err := row.Scan(&id, &c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &c.ReceivedAt, &c.ChangedPaths, &c.ExpiresAt,
+		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &accepted, &c.AcceptedBy); err != nil {
+		return c, err
+	}
+	c.ID = strconv.FormatInt(id, 10)
+	if accepted != nil {
+		c.AcceptedAt = *accepted
+	}
+	if head != nil {
+		var h requestHeadJSON
+		if err := json.Unmarshal(head, &h); err != nil {
+			return c, fmt.Errorf("decode conflict request head: %w", err)
+		}
+		c.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}
+		c.Body = body
+		if c.Body == nil {
+			c.Body = []byte{}
+		}
+	}
+	return c, nil
+}
+
+// newestConflict is the conflict AcceptConflict means: $3 names it by id,
+// or 0 means the newest of (sender $1, key $2), found by
+// hookonce_conflicts_key.
+const newestConflict = `(SELECT id FROM hookonce_conflicts WHERE sender = $1 AND key = $2 AND ($3::bigint = 0 OR id = $3)
+	ORDER BY id DESC LIMIT 1)`
+
+// AcceptConflict implements dedupe.Store: one UPDATE marks the conflict if
+// it is acceptable and not yet accepted. Of two concurrent UPDATEs the
+// second waits for the first's row lock and then finds accepted_at set, so
+// it changes nothing; a read then says why.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := "accept conflict " + sender + "/" + key
+	var n int64
+	if id != "" {
+		v, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || v <= 0 {
+			return dedupe.Conflict{}, fmt.Errorf("postgres %s: no conflict %q: %w", op, id, dedupe.ErrNotFound)
+		}
+		n = v
+	}
+	c, err := scanConflict(s.pool.QueryRow(ctx, `
+		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
+		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
+			AND request_head IS NOT NULL AND request_body IS NOT NULL
+		RETURNING `+conflictCols, sender, key, n, by))
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return dedupe.Conflict{}, fail(op, err)
+	}
+	c, err = scanConflict(s.pool.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedupe.Conflict{}, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return dedupe.Conflict{}, fail(op, err)
+	}
+	if err := c.Acceptable(); err != nil {
+		return c, fmt.Errorf("postgres %s: %w", op, err)
+	}
+	// A newer conflict arrived between the two statements: say so rather
+	// than mark one the operator did not see.
+	return c, fmt.Errorf("postgres %s: a newer conflict arrived meanwhile; run accept again: %w", op, dedupe.ErrNotFound)
 }
 
 // AddHits implements dedupe.Store: the whole batch is one statement. Rows are
@@ -734,26 +828,33 @@ func limit(n int) int {
 	return n
 }
 
+// keyArgs are the key filter's parameters of List and Conflicts: the exact
+// key, and up to two needles of the key part ("" when unused). strpos
+// walks every row the other conditions leave (the received_at or id order
+// stops once the limit is kept): the cost of a key-part search is a scan
+// of the sender's (or every) record, paid only by the search.
+func keyArgs(f dedupe.ListFilter) []any {
+	needles := append(dedupe.KeyPartNeedles(f.KeyPart), "", "")
+	if f.KeyPart == "" {
+		needles = []string{"", ""}
+	}
+	return []any{f.Key, needles[0], needles[1]}
+}
+
+// keyCond is keyArgs' condition; $n is the first of its three parameters.
+func keyCond(n int) string {
+	return fmt.Sprintf(` AND ($%d = '' OR key = $%d) AND ($%d = '' OR strpos(key, $%d) > 0 OR ($%d <> '' AND strpos(key, $%d) > 0))`,
+		n, n, n+1, n+1, n+2, n+2)
+}
+
 // List implements dedupe.Store.
 func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+recordCols+` FROM hookonce_records
-		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)
-		ORDER BY received_at DESC, key DESC LIMIT $3`,
-		f.Sender, string(f.State), limit(f.Limit))
+	q := `SELECT ` + recordCols + ` FROM hookonce_records
+		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + `
+		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
+	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
+		func(r pgx.Row) (dedupe.Record, error) { return scanRecord(r) }, func(r dedupe.Record) string { return r.Key })
 	if err != nil {
-		return nil, fail("list", err)
-	}
-	defer rows.Close()
-	var out []dedupe.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, fail("list", err)
-		}
-		out = append(out, rec)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fail("list", err)
 	}
 	return out, nil
@@ -761,27 +862,43 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 
 // Conflicts implements dedupe.Store.
 func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
-		FROM hookonce_conflicts WHERE ($1 = '' OR sender = $1)
-		ORDER BY received_at DESC, id DESC LIMIT $2`,
-		f.Sender, limit(f.Limit))
+	q := `SELECT ` + conflictCols + ` FROM hookonce_conflicts WHERE ($1 = '' OR sender = $1)` + keyCond(2) + `
+		ORDER BY received_at DESC, id DESC LIMIT $5 OFFSET $6`
+	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender}, keyArgs(f)),
+		scanConflict, func(c dedupe.Conflict) string { return c.Key })
 	if err != nil {
 		return nil, fail("conflicts", err)
 	}
-	defer rows.Close()
-	var out []dedupe.Conflict
-	for rows.Next() {
-		var c dedupe.Conflict
-		if err := rows.Scan(&c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &c.ReceivedAt, &c.ChangedPaths, &c.ExpiresAt); err != nil {
-			return nil, fail("conflicts", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail("conflicts", err)
-	}
 	return out, nil
+}
+
+// listPages reads q (its last two parameters LIMIT and OFFSET) page by
+// page (dedupe.Pages) and keeps the rows whose key holds f's key part, up
+// to f's limit.
+func listPages[T any](ctx context.Context, s *Store, f dedupe.ListFilter, q string, args []any,
+	scan func(pgx.Row) (T, error), key func(T) string) ([]T, error) {
+	want := limit(f.Limit)
+	var out []T
+	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
+		rows, err := s.pool.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+			v, err := scan(rows)
+			if err != nil {
+				return n, err
+			}
+			if f.Keeps(key(v)) && len(out) < want {
+				out = append(out, v)
+			}
+		}
+		return n, rows.Err()
+	}, func() int { return len(out) })
+	return out, err
 }
 
 // Free implements dedupe.Store: one statement, which locks the row, reads

@@ -108,6 +108,9 @@ func (p twoPools) Renew(ctx context.Context, s, k, o string, l time.Duration) er
 func (p twoPools) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	return p.pick().RecordConflict(ctx, c)
 }
+func (p twoPools) AcceptConflict(ctx context.Context, s, k, id, by string) (dedupe.Conflict, error) {
+	return p.pick().AcceptConflict(ctx, s, k, id, by)
+}
 func (p twoPools) AddHits(ctx context.Context, h []dedupe.Hit) error { return p.pick().AddHits(ctx, h) }
 func (p twoPools) Free(ctx context.Context, s, k string, a dedupe.Attempt) (dedupe.State, error) {
 	return p.pick().Free(ctx, s, k, a)

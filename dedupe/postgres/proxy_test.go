@@ -321,3 +321,10 @@ func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream s
 		t.Fatalf("delivery after the takeover not replayed: %d", again.Status)
 	}
 }
+
+// A refused conflict accepted through the proxy runs once at the site
+// (proxytest.RunAcceptConflict).
+func TestAcceptConflict(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}

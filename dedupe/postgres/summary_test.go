@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/internal/pgtest"
 )
 
@@ -70,6 +71,37 @@ func BenchmarkSummary100k(b *testing.B) {
 				b.Fatalf("summarised %d records, want about %d", records, c.want)
 			}
 			b.ReportMetric(float64(records), "records")
+		})
+	}
+}
+
+// BenchmarkKeyPart100k: a support search by one part of the key
+// (ListFilter.KeyPart) in 100,000 records of 8 senders, T-Bank-like keys
+// PaymentId:Status; the payment searched for is among the oldest, so the
+// search reads the whole table (its worst case) or the sender's eighth:
+//
+//	go test ./dedupe/postgres -run '^$' -bench KeyPart100k -benchtime 20x
+func BenchmarkKeyPart100k(b *testing.B) {
+	s := mustNew(b, pgtest.Shared(b).NewDatabase(b))
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `
+		INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
+		SELECT 'sender-' || (i % 8), (8000000 + i)::text || ':CONFIRMED', 'done', md5(i::text),
+			now() - i * interval '1 second', now() + interval '30 days'
+		FROM generate_series(1, 100000) i`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `VACUUM ANALYZE hookonce_records`); err != nil {
+		b.Fatal(err)
+	}
+	for _, sender := range []string{"", "sender-1"} {
+		b.Run("sender="+sender, func(b *testing.B) {
+			for b.Loop() {
+				recs, err := s.List(ctx, dedupe.ListFilter{Sender: sender, KeyPart: "8099993", Limit: 50})
+				if err != nil || len(recs) != 1 {
+					b.Fatalf("List = %d records, %v", len(recs), err)
+				}
+			}
 		})
 	}
 }

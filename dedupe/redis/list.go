@@ -44,15 +44,23 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 		if len(members) == 0 {
 			break
 		}
-		refs := make([]ref, len(members))
-		cmds := make([]*goredis.MapStringStringCmd, len(members))
+		// A key filter reads the index's members only (the whole index,
+		// page by page, when it finds few) and fetches the records it keeps.
+		var refs []ref
+		var kept []string
+		for _, m := range members {
+			r := newRef(f.Sender, m)
+			if f.Sender == "" {
+				r = refFromMember(m)
+			}
+			if (f.Key == "" || r.key == f.Key) && (f.KeyPart == "" || dedupe.KeyHasPart(r.key, f.KeyPart)) {
+				refs = append(refs, r)
+				kept = append(kept, m)
+			}
+		}
+		cmds := make([]*goredis.MapStringStringCmd, len(refs))
 		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, m := range members {
-				if f.Sender != "" {
-					refs[i] = newRef(f.Sender, m)
-				} else {
-					refs[i] = refFromMember(m)
-				}
+			for i := range refs {
 				cmds[i] = p.HGetAll(ctx, refs[i].record())
 			}
 			return nil
@@ -64,7 +72,7 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 		for i, c := range cmds {
 			m := c.Val()
 			if len(m) == 0 {
-				gone = append(gone, members[i])
+				gone = append(gone, kept[i])
 				continue
 			}
 			rec := recordFromMap(refs[i], m)
@@ -118,9 +126,23 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	if s.cluster {
 		keys = keys[:1]
 	}
-	err := conflictScript.Run(ctx, s.client, keys, c.Sender, ConflictStreamLen, c.ExpiresAt.UnixMilli(),
+	args := []any{c.Sender, ConflictStreamLen, c.ExpiresAt.UnixMilli(),
 		"k", c.Key, "sh", c.StoredHash, "rh", c.ReceivedHash,
-		"ra", c.ReceivedAt.UnixMilli(), "ea", c.ExpiresAt.UnixMilli(), "cp", paths).Err()
+		"ra", c.ReceivedAt.UnixMilli(), "ea", c.ExpiresAt.UnixMilli(), "cp", paths, "dk", c.DiffKind}
+	if c.Shadow {
+		args = append(args, "sw", "1")
+	}
+	if c.Request != nil {
+		head, err := json.Marshal(storedRequest{Method: c.Request.Method, URI: c.Request.URI, Header: c.Request.Header})
+		if err != nil {
+			return fmt.Errorf("record conflict %s/%s: %w", c.Sender, c.Key, err)
+		}
+		args = append(args, "qm", string(head), "qb", string(c.Body))
+		if c.BodyTruncated {
+			args = append(args, "qt", "1")
+		}
+	}
+	err := conflictScript.Run(ctx, s.client, keys, args...).Err()
 	if err == nil && s.cluster {
 		err = s.client.SAdd(ctx, sendersSet, c.Sender).Err()
 	}
@@ -152,7 +174,91 @@ func conflictFromEntry(sender string, m goredis.XMessage, now time.Time) streamC
 	if p := str("cp"); p != "" {
 		_ = json.Unmarshal([]byte(p), &c.ChangedPaths) // written by RecordConflict
 	}
+	c.ID, c.DiffKind, c.Shadow, c.BodyTruncated = m.ID, str("dk"), str("sw") == "1", str("qt") == "1"
+	if head := str("qm"); head != "" {
+		var h storedRequest
+		if json.Unmarshal([]byte(head), &h) == nil {
+			c.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}
+			c.Body = []byte(str("qb"))
+		}
+	}
 	return streamConflict{id: parseStreamID(m.ID), c: c, exp: !c.ExpiresAt.IsZero() && !c.ExpiresAt.After(now)}
+}
+
+// setAccepted fills c's acceptance from an accepted hash value "<ms> <by>".
+func setAccepted(c *dedupe.Conflict, v string) {
+	at, by, _ := strings.Cut(v, " ")
+	c.AcceptedAt, c.AcceptedBy = msTime(at), by
+}
+
+// AcceptConflict implements dedupe.Store. The conflict is found by reading
+// the sender's stream (newest first, the key's first entry; or the entry
+// id names), then marked by one script: HSETNX on the sender's accepted
+// hash, which only the first of any number of callers sets.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := fmt.Sprintf("accept conflict %s/%s", sender, key)
+	if err := ctx.Err(); err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	var found []streamConflict
+	if id != "" {
+		msgs, err := s.client.XRangeN(ctx, conflictStream(sender), id, id, 1).Result()
+		if err != nil && !strings.Contains(err.Error(), "Invalid stream ID") {
+			return dedupe.Conflict{}, unavailable(op, err)
+		}
+		for _, m := range msgs {
+			if sc := conflictFromEntry(sender, m, now); !sc.exp && sc.c.Key == key {
+				found = append(found, sc)
+			}
+		}
+		if err := s.fillAccepted(ctx, sender, found); err != nil {
+			return dedupe.Conflict{}, unavailable(op, err)
+		}
+	} else if found, err = s.newestConflicts(ctx, sender, dedupe.ListFilter{Key: key}, 1, now); err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	if len(found) == 0 {
+		return dedupe.Conflict{}, fmt.Errorf("%s: %w", op, dedupe.ErrNotFound)
+	}
+	c := found[0].c
+	if err := c.Acceptable(); err != nil {
+		return c, fmt.Errorf("%s: %w", op, err)
+	}
+	res, err := acceptScript.Run(ctx, s.client, []string{acceptedHash(sender)}, c.ID, by, c.ExpiresAt.UnixMilli()).Slice()
+	if err != nil || len(res) != 2 {
+		return dedupe.Conflict{}, unavailable(op, fmt.Errorf("accept script: %v %w", res, err))
+	}
+	v, _ := res[1].(string)
+	setAccepted(&c, v)
+	if won, _ := res[0].(int64); won != 1 {
+		return c, fmt.Errorf("%s: %w", op, c.Acceptable())
+	}
+	return c, nil
+}
+
+// fillAccepted reads the acceptance of each conflict of one sender.
+func (s *Store) fillAccepted(ctx context.Context, sender string, cs []streamConflict) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(cs))
+	for i, sc := range cs {
+		ids[i] = sc.c.ID
+	}
+	vals, err := s.client.HMGet(ctx, acceptedHash(sender), ids...).Result()
+	if err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if v, ok := v.(string); ok {
+			setAccepted(&cs[i].c, v)
+		}
+	}
+	return nil
 }
 
 // Conflicts implements dedupe.Store: newest first (stream order), across
@@ -177,7 +283,7 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 	}
 	var all []streamConflict
 	for _, sender := range senders {
-		got, err := s.newestConflicts(ctx, sender, limit, now)
+		got, err := s.newestConflicts(ctx, sender, f, limit, now)
 		if err != nil {
 			return nil, unavailable("conflicts", err)
 		}
@@ -197,8 +303,11 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 	return out, nil
 }
 
-// newestConflicts reads up to limit live conflicts of one sender, newest first.
-func (s *Store) newestConflicts(ctx context.Context, sender string, limit int, now time.Time) ([]streamConflict, error) {
+// newestConflicts reads up to limit live conflicts of one sender that pass
+// f's key filters, newest first, with their acceptance. A key filter reads
+// the stream page by page until it has limit (at worst the whole stream,
+// at most ConflictStreamLen entries).
+func (s *Store) newestConflicts(ctx context.Context, sender string, f dedupe.ListFilter, limit int, now time.Time) ([]streamConflict, error) {
 	var out []streamConflict
 	end := "+"
 	for len(out) < limit {
@@ -206,10 +315,15 @@ func (s *Store) newestConflicts(ctx context.Context, sender string, limit int, n
 		if err != nil {
 			return nil, err
 		}
+		first := len(out)
 		for _, m := range msgs {
-			if sc := conflictFromEntry(sender, m, now); !sc.exp && len(out) < limit {
+			sc := conflictFromEntry(sender, m, now)
+			if !sc.exp && len(out) < limit && f.Match(sender, sc.c.Key, f.State) {
 				out = append(out, sc)
 			}
+		}
+		if err := s.fillAccepted(ctx, sender, out[first:]); err != nil {
+			return nil, err
 		}
 		if len(msgs) < pageSize {
 			break
@@ -317,6 +431,9 @@ func (s *Store) purgeConflicts(ctx context.Context, now, cut time.Time) error {
 			}
 			if len(ids) > 0 {
 				if err := s.client.XDel(ctx, stream, ids...).Err(); err != nil {
+					return err
+				}
+				if err := s.client.HDel(ctx, acceptedHash(sender), ids...).Err(); err != nil {
 					return err
 				}
 			}

@@ -54,3 +54,10 @@ wait_timeout: 2s`
 		proxytest.Outage{Name: "frozen", Down: srv.Pause, Up: srv.Resume, Within: within, RetryWhile: notDone},
 	)
 }
+
+// A refused conflict accepted through the proxy runs once at the site
+// (proxytest.RunAcceptConflict).
+func TestAcceptConflict(t *testing.T) {
+	srv := redistest.Start(t)
+	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
+}

@@ -28,7 +28,11 @@
 //	hookonce:idx                     sorted set of "sender:key" by received time (List, Purge)
 //	hookonce:exp                     sorted set of "sender:key" by expiry time (Purge)
 //	hookonce:senders                 set of sender names (Conflicts across senders)
-//	hookonce:conflicts:{sender}      capped stream of conflicts
+//	hookonce:conflicts:{sender}      capped stream of conflicts (fields: k key, sh/rh hashes,
+//	                                 ra received, ea expires, cp changed paths JSON, dk diff kind,
+//	                                 sw "1" in shadow mode, qm/qb/qt the refused request's head,
+//	                                 body and "1" when cut; qm absent when not kept)
+//	hookonce:accepted:{sender}       hash: stream id of an accepted conflict → "<ms> <by>"
 //
 // On a single node or Sentinel the scripts keep the indexes in the same atomic
 // step. On Cluster the indexes live in other slots, so the scripts touch only
@@ -79,6 +83,8 @@ var (
 	hitsLua string
 	//go:embed lua/conflict.lua
 	conflictLua string
+	//go:embed lua/accept.lua
+	acceptLua string
 	//go:embed lua/free.lua
 	freeLua string
 	//go:embed lua/attempts.lua
@@ -91,6 +97,7 @@ var (
 	hitsScript     = goredis.NewScript(hitsLua)
 	conflictScript = goredis.NewScript(conflictLua)
 	freeScript     = goredis.NewScript(attemptsLua + freeLua)
+	acceptScript   = goredis.NewScript(acceptLua)
 )
 
 const (
@@ -258,6 +265,12 @@ func senderIndex(sender string) string {
 }
 func conflictStream(sender string) string {
 	return prefix + "conflicts:{" + escSender(sender) + "}"
+}
+
+// acceptedHash holds the accepted conflicts of a sender: field the stream
+// id, value "<ms> <by>"; in the stream's slot.
+func acceptedHash(sender string) string {
+	return prefix + "accepted:{" + escSender(sender) + "}"
 }
 
 const (

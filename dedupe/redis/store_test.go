@@ -689,3 +689,25 @@ func TestProbeFailsWhenRedisRefusesWrites(t *testing.T) {
 		})
 	}
 }
+
+// A conflict written by the release before conflicts kept their payload
+// (a stream entry with only the key, hashes, times and changed paths)
+// reads back with an id and no payload, so accepting it is refused as not
+// kept; Redis has no schema to migrate.
+func TestConflictWrittenBeforePayloads(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.URL())
+	ms := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if r := srv.Do(t, "XADD", "hookonce:conflicts:{shop}", "*", "k", "evt", "sh", "h1", "rh", "h2", "ra", ms, "ea", exp, "cp", `""`); strings.HasPrefix(r, "-") {
+		t.Fatalf("XADD: %s", r)
+	}
+	srv.Do(t, "SADD", "hookonce:senders", "shop")
+	cs, err := s.Conflicts(ctxT(t, 5*time.Second), dedupe.ListFilter{Sender: "shop"})
+	if err != nil || len(cs) != 1 || cs[0].ID == "" || cs[0].Request != nil || cs[0].Body != nil || cs[0].ReceivedHash != "h2" || cs[0].DiffKind != "" {
+		t.Fatalf("old conflict = %+v, %v", cs, err)
+	}
+	if _, err := s.AcceptConflict(ctxT(t, 5*time.Second), "shop", "evt", "", "op"); !errors.Is(err, dedupe.ErrNotAcceptable) {
+		t.Fatalf("accept of an old conflict: %v, want ErrNotAcceptable", err)
+	}
+}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,41 @@ func BenchmarkClaim(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 			b.ReportMetric(float64(b.N)/float64(max(s.Commits()-commits, 1)), "events/commit")
+		})
+	}
+}
+
+// BenchmarkKeyPart100k: a support search by one part of the key
+// (ListFilter.KeyPart) in 100,000 records of 8 senders, T-Bank-like keys
+// PaymentId:Status; the payment is among the oldest, so the search reads
+// every record (or every record of the sender):
+//
+//	go test ./dedupe/sqlite -run '^$' -bench KeyPart100k -benchtime 20x
+func BenchmarkKeyPart100k(b *testing.B) {
+	s := open(b)
+	ctx := context.Background()
+	err := s.Write(ctx, "fill", func(ctx context.Context, tx *sql.Tx) error {
+		now := time.Now().UnixMilli()
+		for i := 1; i <= 100000; i++ {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO records (sender, key, state, payload_hash, received_at, expires_at)
+				VALUES (?, ?, 'done', 'h', ?, ?)`, fmt.Sprintf("sender-%d", i%8), fmt.Sprintf("%d:CONFIRMED", 8000000+i),
+				now-int64(i)*1000, now+86400000); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sender := range []string{"", "sender-1"} {
+		b.Run("sender="+sender, func(b *testing.B) {
+			for b.Loop() {
+				recs, err := s.List(ctx, dedupe.ListFilter{Sender: sender, KeyPart: "8099993", Limit: 50})
+				if err != nil || len(recs) != 1 {
+					b.Fatalf("List = %d records, %v", len(recs), err)
+				}
+			}
 		})
 	}
 }

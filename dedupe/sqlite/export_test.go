@@ -27,3 +27,6 @@ func (s *Store) Checked() (done bool, bad string) {
 	defer s.check.mu.Unlock()
 	return s.check.done, s.check.bad
 }
+
+// SchemaVersion is the user_version a migrated file has.
+const SchemaVersion = schemaVersion

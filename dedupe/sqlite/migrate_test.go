@@ -282,7 +282,7 @@ func userVersion(t *testing.T, path string) int {
 
 // Files of version 1 and 2 get the object lock table in place: the locks
 // work at once, the records read and settle as before, and the file is at
-// the current version (3).
+// the current version.
 func TestMigrateToObjectLocks(t *testing.T) {
 	for name, file := range map[string]func(*testing.T) string{"v1": v1File, "v2": v2File} {
 		t.Run(name, func(t *testing.T) {
@@ -316,8 +316,8 @@ func TestMigrateToObjectLocks(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if v := userVersion(t, path); v < 3 {
-				t.Fatalf("user_version after migration = %d, want at least 3", v)
+			if v := userVersion(t, path); v != sqlite.SchemaVersion {
+				t.Fatalf("user_version after migration = %d, want %d", v, sqlite.SchemaVersion)
 			}
 			// Opening again finds nothing to do and keeps the lock table.
 			s2, err := sqlite.Open(ctx, path)
@@ -329,5 +329,79 @@ func TestMigrateToObjectLocks(t *testing.T) {
 				t.Fatalf("LockObject after reopening = %v, %v", ok, err)
 			}
 		})
+	}
+}
+
+// schemaV3 is what user_version 3 added to schemaV2, frozen like it.
+const schemaV3 = `
+CREATE TABLE IF NOT EXISTS objects (
+	scope       TEXT    NOT NULL,
+	object      TEXT    NOT NULL,
+	owner       TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	PRIMARY KEY (scope, object)
+) WITHOUT ROWID;
+PRAGMA user_version = 3;
+`
+
+// v3File is v2File upgraded to version 3, as the release before conflicts
+// kept their payload left it, with a conflict recorded by that release.
+func v3File(t *testing.T) string {
+	t.Helper()
+	path := v2File(t)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(schemaV3); err != nil {
+		t.Fatalf("write v3 file: %v", err)
+	}
+	now := time.Now()
+	if _, err := db.Exec(`INSERT INTO conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at)
+		VALUES ('s', 'done', 'h1', 'h2', ?, 'amount', ?)`, now.UnixMilli(), now.Add(time.Hour).UnixMilli()); err != nil {
+		t.Fatalf("write v3 conflict: %v", err)
+	}
+	return path
+}
+
+// A file of version 3 gets the conflicts' new columns in place: its old
+// conflict reads back as before (hashes, changed paths) with an id and
+// no kept payload, so accepting it is refused as not kept; a conflict
+// recorded now keeps its payload and is accepted once.
+func TestMigrateToConflictPayloads(t *testing.T) {
+	path := v3File(t)
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open v3 file: %v", err)
+	}
+	defer s.Close()
+	if v := userVersion(t, path); v != sqlite.SchemaVersion {
+		t.Fatalf("user_version after migration = %d, want %d", v, sqlite.SchemaVersion)
+	}
+	cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: "s", Key: "done"})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("old conflict after migration: %+v, %v", cs, err)
+	}
+	old := cs[0]
+	if old.ID == "" || old.ReceivedHash != "h2" || len(old.ChangedPaths) != 1 || old.Request != nil || old.Body != nil || old.Accepted() || old.Shadow {
+		t.Fatalf("old conflict read back as %+v", old)
+	}
+	if _, err := s.AcceptConflict(ctx, "s", "done", "", "op"); !errors.Is(err, dedupe.ErrNotAcceptable) {
+		t.Fatalf("accept of a conflict recorded before the migration: %v, want ErrNotAcceptable", err)
+	}
+	c := dedupe.Conflict{Sender: "s", Key: "done", StoredHash: "h1", ReceivedHash: "h3", ReceivedAt: time.Now(),
+		ExpiresAt: time.Now().Add(time.Hour), Request: &dedupe.StoredRequest{Method: "POST", URI: "/x", Header: http.Header{}},
+		Body: []byte(`{"amount":3}`), DiffKind: dedupe.DiffJSON, ChangedPaths: []string{"amount"}}
+	if err := s.RecordConflict(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AcceptConflict(ctx, "s", "done", "", "op")
+	if err != nil || got.ReceivedHash != "h3" || got.ID == old.ID {
+		t.Fatalf("accept of a new conflict after migration = %+v, %v", got, err)
+	}
+	if _, err := s.AcceptConflict(ctx, "s", "done", got.ID, "op"); !errors.Is(err, dedupe.ErrAccepted) {
+		t.Fatalf("second accept after migration: %v, want ErrAccepted", err)
 	}
 }

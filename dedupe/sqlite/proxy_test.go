@@ -25,3 +25,17 @@ func TestTwoReplicas(t *testing.T) {
 		return s
 	})
 }
+
+// A refused conflict accepted through the proxy runs once at the site
+// (proxytest.RunAcceptConflict).
+func TestAcceptConflict(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "accept.db")
+	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,10 +49,26 @@ var migrations = [...]string{
 	// held lock: owner and lease as a claim's (lease_until in Unix
 	// milliseconds by the store's clock); unlocking deletes it.
 	schemaObjects,
-	// The traffic counters of the readiness report (traffic.go). Written
-	// here as v4; it follows the conflicts' version when both are merged.
+	// v4: a conflict keeps the refused request (head and body, under the
+	// rules of store_request_body), what its diff holds, whether it was
+	// recorded in shadow mode, and when and by whom it was accepted
+	// (accepted_at in Unix ms, 0 until then). Accept finds a key's
+	// conflicts by (sender, key), newest first.
+	schemaConflictsV4,
+	// v5: the traffic counters of the readiness report (traffic.go).
 	schemaTraffic,
 }
+
+const schemaConflictsV4 = `
+ALTER TABLE conflicts ADD COLUMN diff_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE conflicts ADD COLUMN shadow INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN request_head TEXT;
+ALTER TABLE conflicts ADD COLUMN request_body BLOB;
+ALTER TABLE conflicts ADD COLUMN body_truncated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN accepted_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conflicts ADD COLUMN accepted_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS conflicts_key ON conflicts (sender, key, id);
+`
 
 // purgeChunk is how many records one transaction of Purge removes.
 const purgeChunk = 50
@@ -551,14 +569,73 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 // RecordConflict implements dedupe.Store.
 func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	op := "record conflict " + c.Sender + "/" + c.Key
+	head, err := encodeHead(c.Request)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var body any
+	if c.Request != nil {
+		body = nonNil(c.Body)
+	}
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := s.ws.exec(ctx, tx, qInsertConflict,
-			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt))
+			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt),
+			c.DiffKind, c.Shadow, head, body, c.BodyTruncated)
 		if err != nil {
 			return unavailable(op, err)
 		}
 		return nil
 	})
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// AcceptConflict implements dedupe.Store: one item of the writer's group
+// commit, so the read and the mark are one step no other write enters.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := "accept conflict " + sender + "/" + key
+	var out dedupe.Conflict
+	n, ok := conflictID(id)
+	if !ok {
+		return out, fmt.Errorf("%s: no conflict %q: %w", op, id, dedupe.ErrNotFound)
+	}
+	err := s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		c, err := scanConflict(tx.QueryRowContext(ctx, `SELECT `+conflictCols+` FROM conflicts
+			WHERE sender = ? AND key = ? AND (? = 0 OR id = ?) ORDER BY id DESC LIMIT 1`, sender, key, n, n))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w", op, dedupe.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		out = c
+		if err := c.Acceptable(); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		at := ms(time.Now())
+		if _, err := tx.ExecContext(ctx, `UPDATE conflicts SET accepted_at = ?, accepted_by = ? WHERE id = ? AND accepted_at = 0`,
+			at, by, c.ID); err != nil {
+			return unavailable(op, err)
+		}
+		out.AcceptedAt, out.AcceptedBy = fromMS(at), by
+		return nil
+	})
+	return out, err
+}
+
+// conflictID reads a conflict id as AcceptConflict takes it: "" is 0 (the
+// newest), else a positive row id.
+func conflictID(id string) (int64, bool) {
+	if id == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // AddHits implements dedupe.Store.
@@ -612,25 +689,72 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 }
 
 func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Record, error) {
-	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)
-		ORDER BY received_at DESC, key DESC LIMIT ?`
-	rows, err := db.QueryContext(ctx, q, f.Sender, f.Sender, string(f.State), string(f.State), limit(f.Limit))
+	where, args := keyWhere(f)
+	order := `received_at DESC, key DESC`
+	if f.KeyPart != "" {
+		// Read the table (or the sender's range of its primary key) and
+		// sort the few rows that match, rather than walk records_received
+		// and look every record up to test its key.
+		order = `received_at + 0 DESC, key DESC`
+	}
+	q := `SELECT ` + recordCols + ` FROM records WHERE (? = '' OR sender = ?) AND (? = '' OR state = ?)` + where + `
+		ORDER BY ` + order + ` LIMIT ? OFFSET ?`
+	out, err := listPages(ctx, db, f, q, slices.Concat([]any{f.Sender, f.Sender, string(f.State), string(f.State)}, args),
+		scanRecord, func(r dedupe.Record) string { return r.Key })
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
-	defer rows.Close()
-	var out []dedupe.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, unavailable("list", err)
-		}
-		out = append(out, rec)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("list", err)
-	}
 	return out, nil
+}
+
+// listPages reads q (its last two parameters LIMIT and OFFSET) page by
+// page (dedupe.Pages) and keeps the rows whose key holds f's key part, up
+// to f's limit.
+func listPages[T any](ctx context.Context, db *sql.DB, f dedupe.ListFilter, q string, args []any,
+	scan func(scanner) (T, error), key func(T) string) ([]T, error) {
+	want := limit(f.Limit)
+	var out []T
+	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
+		rows, err := db.QueryContext(ctx, q, slices.Concat(args, []any{lim, off})...)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+			v, err := scan(rows)
+			if err != nil {
+				return n, err
+			}
+			if f.Keeps(key(v)) && len(out) < want {
+				out = append(out, v)
+			}
+		}
+		return n, rows.Err()
+	}, func() int { return len(out) })
+	return out, err
+}
+
+// keyWhere narrows a query by f's Key and KeyPart: an exact key, or the
+// keys holding one of the part's needles (instr: a scan of the sender's
+// keys, or of every key; the caller keeps only whole parts).
+func keyWhere(f dedupe.ListFilter) (string, []any) {
+	var where string
+	var args []any
+	if f.Key != "" {
+		where += ` AND key = ?`
+		args = append(args, f.Key)
+	}
+	if f.KeyPart != "" {
+		var or []string
+		for _, n := range dedupe.KeyPartNeedles(f.KeyPart) {
+			or = append(or, `instr(key, ?) > 0`)
+			args = append(args, n)
+		}
+		where += ` AND (` + strings.Join(or, " OR ") + `)`
+	}
+	return where, args
 }
 
 // Conflicts implements dedupe.Store.
@@ -638,30 +762,41 @@ func (s *Store) Conflicts(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Co
 	return listConflicts(ctx, s.r, f)
 }
 
-func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
-	rows, err := db.QueryContext(ctx, `SELECT sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at
-		FROM conflicts WHERE (? = '' OR sender = ?) ORDER BY id DESC LIMIT ?`, f.Sender, f.Sender, limit(f.Limit))
+const conflictCols = `id, sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
+	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, accepted_by`
+
+func scanConflict(row scanner) (dedupe.Conflict, error) {
+	var (
+		c                          dedupe.Conflict
+		id, received, expires, acc int64
+		paths                      string
+		head, body                 []byte
+	)
+	err := row.Scan(&id, &c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires,
+		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &acc, &c.AcceptedBy)
 	if err != nil {
-		return nil, unavailable("conflicts", err)
+		return c, err
 	}
-	defer rows.Close()
-	var out []dedupe.Conflict
-	for rows.Next() {
-		var (
-			c                 dedupe.Conflict
-			received, expires int64
-			paths             string
-		)
-		if err := rows.Scan(&c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires); err != nil {
-			return nil, unavailable("conflicts", err)
-		}
-		c.ReceivedAt, c.ExpiresAt = fromMS(received), fromMS(expires)
-		if paths != "" {
-			c.ChangedPaths = strings.Split(paths, "\n")
-		}
-		out = append(out, c)
+	c.ID = strconv.FormatInt(id, 10)
+	c.ReceivedAt, c.ExpiresAt, c.AcceptedAt = fromMS(received), fromMS(expires), fromMS(acc)
+	if paths != "" {
+		c.ChangedPaths = strings.Split(paths, "\n")
 	}
-	if err := rows.Err(); err != nil {
+	if c.Request, err = decodeHead(head); err != nil {
+		return c, err
+	}
+	if c.Request != nil {
+		c.Body = nonNil(body)
+	}
+	return c, nil
+}
+
+func listConflicts(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Conflict, error) {
+	where, args := keyWhere(f)
+	q := `SELECT ` + conflictCols + ` FROM conflicts WHERE (? = '' OR sender = ?)` + where + ` ORDER BY id DESC LIMIT ? OFFSET ?`
+	out, err := listPages(ctx, db, f, q, slices.Concat([]any{f.Sender, f.Sender}, args),
+		scanConflict, func(c dedupe.Conflict) string { return c.Key })
+	if err != nil {
 		return nil, unavailable("conflicts", err)
 	}
 	return out, nil

@@ -42,7 +42,8 @@ const (
 	qHold           = `UPDATE records SET state = 'unknown', owner = '', lease_until = 0, attempts = ?` + ownerClause
 	qRenew          = `UPDATE records SET lease_until = ?` + ownerClause
 	qInsertConflict = `INSERT INTO conflicts
-			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
+			diff_kind, shadow, request_head, request_body, body_truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qAddHits             = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
 	qSelectStateAttempts = `SELECT state, attempts FROM records WHERE sender = ? AND key = ?`
 	qFree                = `UPDATE records SET state = 'released', owner = '', lease_until = 0, completed_at = 0,

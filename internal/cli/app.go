@@ -78,6 +78,7 @@ func newApp(version string, stdout, stderr io.Writer) *cli.App {
 			conflictsCommand(),
 			releaseCommand(),
 			redeliverCommand(),
+			acceptCommand(),
 			purgeCommand(),
 			migrateCommand(),
 			checkCommand(),

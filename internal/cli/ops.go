@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,17 +57,18 @@ func conflictsCommand() *cli.Command {
 		Usage: "list deliveries that reused a known key with another payload, newest first",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
+			keyPartFlag(),
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
-				return cli.Exit("usage: hookonce conflicts [--store DSN] [--json] [--sender S] [--limit N]", exitUsage)
+				return cli.Exit("usage: hookonce conflicts [--store DSN] [--json] [--sender S] [--key K] [--limit N]", exitUsage)
 			}
 			if c.Int("limit") < 1 {
 				return cli.Exit("--limit: want a positive number", exitUsage)
 			}
 			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
-				cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: c.String("sender"), Limit: c.Int("limit")})
+				cs, err := s.Conflicts(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), Limit: c.Int("limit")})
 				if err != nil {
 					return cli.Exit(err.Error(), exitRuntime)
 				}
@@ -85,16 +88,44 @@ func conflictsCommand() *cli.Command {
 
 func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SENDER\tKEY\tAGE\tSTORED\tRECEIVED\tCHANGED")
+	fmt.Fprintln(tw, "SENDER\tKEY\tAGE\tSTORED\tRECEIVED\tCHANGED\tID\tACCEPT")
+	why := map[string]bool{}
 	for _, cf := range cs {
 		changed := "-"
 		if len(cf.ChangedPaths) > 0 {
 			changed = strings.Join(cf.ChangedPaths, ",")
+			if cf.DiffKind == dedupe.DiffForm {
+				changed = "form:" + changed
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
-			dedupe.ShortHash(cf.StoredHash), dedupe.ShortHash(cf.ReceivedHash), changed)
+		accept := "yes"
+		switch {
+		case cf.Accepted():
+			accept = fmt.Sprintf("accepted %s ago by %s as %s", admin.Age(now, cf.AcceptedAt), cf.AcceptedBy, cf.AcceptedKey())
+		case cf.Acceptable() != nil:
+			accept = "no: " + shortRefusal(cf)
+			why[cf.Acceptable().Error()] = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
+			dedupe.ShortHash(cf.StoredHash), dedupe.ShortHash(cf.ReceivedHash), changed, cf.ID, accept)
 	}
 	tw.Flush()
+	for _, reason := range slices.Sorted(maps.Keys(why)) {
+		fmt.Fprintln(w, "not accepted:", reason)
+	}
+}
+
+// shortRefusal is why a conflict cannot be accepted, in a table's words.
+func shortRefusal(cf dedupe.Conflict) string {
+	switch {
+	case cf.Shadow:
+		return "shadow mode"
+	case cf.Request == nil || cf.Body == nil:
+		return "payload not kept"
+	case cf.BodyTruncated:
+		return "payload cut short"
+	}
+	return "see --json"
 }
 
 func releaseCommand() *cli.Command {

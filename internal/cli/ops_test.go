@@ -197,7 +197,9 @@ func TestLookupAndConflictsAfterTheProtocol(t *testing.T) {
 
 	out, errOut, code := hookonce(t, "conflicts", "--store", dsn)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "SENDER") || !strings.Contains(lines[1], "evt-") {
+	// The table, then why a conflict cannot be accepted (its payload was not kept).
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "SENDER") || !strings.Contains(lines[1], "evt-") ||
+		!strings.Contains(lines[1], "no: payload not kept") || !strings.Contains(lines[2], "store_request_body is off") {
 		t.Fatalf("conflicts exit %d %s:\n%s", code, errOut, out)
 	}
 	out, _, code = hookonce(t, "conflicts", "--json", "--store", dsn, "--sender", "shop")

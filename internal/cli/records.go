@@ -57,6 +57,7 @@ func listCommand() *cli.Command {
 		Usage: "list recent records, newest first",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
+			keyPartFlag(),
 			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
 			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (without it: " + contract.DefaultUnretriedAfter.String() + " for all)"},
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
@@ -77,7 +78,7 @@ func listCommand() *cli.Command {
 				var recs []dedupe.Record
 				if unretried {
 					for _, st := range []dedupe.State{dedupe.StateReleased, dedupe.StateUnknown} {
-						some, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: st, Limit: c.Int("limit")})
+						some, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: st, Limit: c.Int("limit")})
 						if err != nil {
 							return cli.Exit(err.Error(), exitRuntime)
 						}
@@ -93,7 +94,7 @@ func listCommand() *cli.Command {
 					}
 				} else {
 					var err error
-					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), State: state, Limit: c.Int("limit")})
+					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Limit: c.Int("limit")})
 					if err != nil {
 						return cli.Exit(err.Error(), exitRuntime)
 					}
@@ -110,6 +111,14 @@ func listCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+// keyPartFlag is list's and conflicts' --key: the whole key, or one whole
+// part of it (dedupe.KeyHasPart), so support can ask for a payment id
+// without the status the key also holds.
+func keyPartFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "key", EnvVars: []string{"HOOKONCE_KEY"},
+		Usage: "only keys that are this, or hold it as one whole part (8742591 finds 8742591:CONFIRMED; scans the sender's records)"}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -25,30 +25,22 @@ func redeliverCommand() *cli.Command {
 		Name:      "redeliver",
 		Usage:     "send a stored event to the site again through the running serve (its admin API); needs store_request_body",
 		ArgsUsage: "SENDER KEY | --status unretried [--sender S] [--since D]",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
-			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
-			&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
+		Flags: append(adminFlags(),
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"HOOKONCE_FORCE"}, Usage: "redeliver a done event too (runs the handler again; logged)"},
 			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "unretried: every event whose sender gave up"},
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "with --status: only this sender"},
 			&cli.DurationFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "with --status: only events last tried within this long"},
-		},
+		),
 		Action: runRedeliver,
 	}
 }
 
 func runRedeliver(c *cli.Context) error {
 	const usage = "usage: hookonce redeliver [--admin URL] [--force] SENDER KEY | --status unretried [--sender S] [--since D]"
-	token := c.String("admin-token")
-	if f := c.String("admin-token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
-		}
-		token = strings.TrimSpace(string(b))
+	api, err := newAdminClient(c)
+	if err != nil {
+		return err
 	}
-	api := adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}
 	var targets [][2]string
 	switch {
 	case c.String("status") == "" && c.NArg() == 2:
@@ -96,6 +88,28 @@ type adminClient struct {
 	base, token string
 }
 
+// adminFlags say where the admin API of a running serve is and its token.
+func adminFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
+		&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
+		&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
+	}
+}
+
+// newAdminClient reads adminFlags.
+func newAdminClient(c *cli.Context) (adminClient, error) {
+	token := c.String("admin-token")
+	if f := c.String("admin-token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return adminClient{}, cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}, nil
+}
+
 func (a adminClient) do(ctx context.Context, method, path string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -120,12 +134,21 @@ func (a adminClient) do(ctx context.Context, method, path string, out any) error
 	if resp.StatusCode != http.StatusOK {
 		var p struct{ Title, Detail string }
 		if json.Unmarshal(body, &p) == nil && p.Title != "" {
-			return fmt.Errorf("%s: %s", p.Title, p.Detail)
+			return &apiError{status: resp.StatusCode, msg: fmt.Sprintf("%s: %s", p.Title, p.Detail)}
 		}
-		return fmt.Errorf("admin API: %s", resp.Status)
+		return &apiError{status: resp.StatusCode, msg: "admin API: " + resp.Status}
 	}
 	return json.Unmarshal(body, out)
 }
+
+// apiError is a refusal of the admin API, with its status for callers
+// that tell them apart.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
 
 func (a adminClient) unretried(ctx context.Context, sender string) ([]dedupe.RecordJSON, error) {
 	q := url.Values{"status": {"unretried"}, "limit": {"1000"}}

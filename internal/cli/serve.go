@@ -395,6 +395,14 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			return admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}, nil
 		},
 		Readiness: func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, true) },
+		Accept: func(ctx context.Context, sender, key, id, by string) (admin.Acceptance, error) {
+			res, err := p.Accept(ctx, sender, key, id, by)
+			if errors.Is(err, proxy.ErrNoSender) {
+				err = fmt.Errorf("%w: %w", admin.ErrRefused, err)
+			}
+			return admin.Acceptance{Conflict: res.Conflict.JSON(),
+				Redelivery: admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}}, err
+		},
 	})
 	if err != nil {
 		return nil, err
