@@ -116,6 +116,9 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 		in.Key, in.KeyErr = s.Key(in.Request)
 		in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
 	}
+	if in.Passthrough != "" {
+		fmt.Fprintf(out, "dedupe: none for this delivery, forwarded to the site as it is (%s)\n", in.Passthrough)
+	}
 	if in.KeyErr != nil {
 		policy := "missing_key: " + string(s.MissingKey)
 		if s.Forwardable(in.KeyErr, in.Request) && s.PassesUnkeyed(in.Request) {
