@@ -287,8 +287,12 @@ var cloudpayments = preset{
 // three (the gateway's basic parameters) cannot be told from another
 // refund of the same order: it goes to the site without dedupe (serialize
 // by mdOrder keeps two from running at once). Other callbacks keep
-// mdOrder:operation:status. The gateway retries every 30 seconds until 3
-// attempts failed (per merchant, adjustable by the bank).
+// mdOrder:operation:status. The gateway counts only 200 OK as delivered
+// and retries every 30 seconds until 3 attempts failed (per merchant,
+// adjustable by the bank). Source: the gateway maker's callback
+// documentation, dev.bpcbt.com/en/integration/api/rest.html ("Callback
+// notifications": amount is the "Registered order amount";
+// externalRefundId the "External identifier of the refund operation").
 var rbsRefund = cond(FromRequest, "operation", "", "^(refunded|reversed)$", nil)
 
 var rbs = preset{
@@ -308,7 +312,9 @@ var rbs = preset{
 		From: []keyPartFile{{Request: "checksum"}},
 	},
 	RetryWindow: 90 * time.Second,
-	Success:     &Success{Statuses: mustStatuses("2xx")},
+	// "If a response other than 200 OK is returned to the payment
+	// gateway, the notification is considered unsuccessful."
+	Success: &Success{Statuses: mustStatuses("200")},
 }
 
 // bitrix24: events a Bitrix24 portal posts to an application's (or an
