@@ -4,8 +4,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/hookonce/hookonce/contract"
 )
