@@ -28,16 +28,7 @@ func TestGitHubFixtures(t *testing.T) {
 	t.Setenv("HOOKONCE_OK", "x")
 	s := mustSender(t, "preset: github", "signature: {secret_env: HOOKONCE_OK}")
 	read := func(file, hook, delivery string) (string, string) {
-		req := delivery2(t, fixture(t, file), "X-GitHub-Event", strings.SplitN(file, "-", 2)[0], "X-GitHub-Hook-ID", hook, "X-GitHub-Delivery", delivery)
-		key, err := s.Key(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hash, _, err := s.RequestHash(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return key, hash
+		return keyAndHash(t, s, fixture(t, file), "X-GitHub-Hook-ID", hook, "X-GitHub-Delivery", delivery)
 	}
 	for _, file := range []string{"github/issues-opened.json", "github/push-with-installation.json"} {
 		repoKey, repoHash := read(file, "109948940", "9c4d4a40-2f4d-11ef-8c36-0e8a1b9e1c5d")
@@ -63,18 +54,7 @@ func TestStripeFixture(t *testing.T) {
 	if !strings.Contains(body, `"pending_webhooks": 0`) {
 		t.Fatal("the fixture's pending_webhooks moved")
 	}
-	read := func(body string) (string, string) {
-		req := delivery2(t, body)
-		key, err := s.Key(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hash, _, err := s.RequestHash(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return key, hash
-	}
+	read := func(body string) (string, string) { return keyAndHash(t, s, body) }
 	key, hash := read(body)
 	if key != "evt_1Pgc76B7WZ01zgkWwyRHS12y" {
 		t.Errorf("key %q", key)
@@ -87,7 +67,17 @@ func TestStripeFixture(t *testing.T) {
 	}
 }
 
-// delivery2 is a JSON POST to /hook with headers.
-func delivery2(t *testing.T, body string, kv ...string) *contract.Request {
-	return delivery(t, "POST", "/hook", "application/json", body, "", kv...)
+// keyAndHash reads the key and payload hash of a JSON POST to /hook with
+// headers kv, as s sees it.
+func keyAndHash(t *testing.T, s *contract.Sender, body string, kv ...string) (key, hash string) {
+	t.Helper()
+	req := delivery(t, "POST", "/hook", "application/json", body, "", kv...)
+	key, err := s.Key(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hash, _, err = s.RequestHash(req); err != nil {
+		t.Fatal(err)
+	}
+	return key, hash
 }

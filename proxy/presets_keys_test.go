@@ -39,6 +39,16 @@ func slowSite(t *testing.T, work time.Duration) *proxytest.Upstream {
 	})
 }
 
+// startPreset starts hookonce with one sender name of preset on
+// /hooks/<preset>, signing with secret, before a counting site.
+func startPreset(t *testing.T, name, preset, secret string) (*proxytest.Upstream, *proxytest.Instance) {
+	t.Setenv("PRESET_SECRET", secret)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, newStore(t), site.URL, "senders:\n  - name: "+name+"\n    preset: "+preset+
+		"\n    match: { path: /hooks/"+preset+" }\n    signature: { secret_env: PRESET_SECRET }\n")
+	return site, px
+}
+
 // TestRBSRefunds: the RBS callback's amount is the order's registered
 // amount, the same on every callback of one order, so it cannot tell two
 // refunds apart. A refund that carries externalRefundId, refundedAmount or
@@ -231,15 +241,7 @@ senders:
 // X-Shopify-Event-Id and different bodies. The handler runs once, the
 // second copy gets the first's answer (never 422), and its retry too.
 func TestShopifyTwoSubscriptions(t *testing.T) {
-	t.Setenv("SHOPIFY_SECRET", "shpss_current")
-	site := proxytest.NewUpstream(t, nil)
-	px := proxytest.Start(t, newStore(t), site.URL, `
-senders:
-  - name: shop
-    preset: shopify
-    match: { path: /hooks/shopify }
-    signature: { secret_env: SHOPIFY_SECRET }
-`)
+	site, px := startPreset(t, "shop", "shopify", "shpss_current")
 	send := func(webhook, body string) proxytest.Reply {
 		sig := base64.StdEncoding.EncodeToString(bxMAC("shpss_current", body))
 		return proxytest.Post(t, px.URL+"/hooks/shopify", body, "X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5",
@@ -267,15 +269,7 @@ senders:
 // endpoint has meanwhile succeeded, carries another count. It is replayed,
 // not refused; a changed amount under the event's id is still a conflict.
 func TestStripeRetryWithOtherPendingWebhooks(t *testing.T) {
-	t.Setenv("STRIPE_SECRET", "whsec_live_current")
-	site := proxytest.NewUpstream(t, nil)
-	px := proxytest.Start(t, newStore(t), site.URL, `
-senders:
-  - name: stripe
-    preset: stripe
-    match: { path: /hooks/stripe }
-    signature: { secret_env: STRIPE_SECRET }
-`)
+	site, px := startPreset(t, "stripe", "stripe", "whsec_live_current")
 	send := func(pending, amount int) proxytest.Reply {
 		body := fmt.Sprintf(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","api_version":"2022-11-15","created":1686089970,`+
 			`"data":{"object":{"id":"pi_3MtwBwLkdIwHu7ix28a3tqPa","object":"payment_intent","amount":%d}},"livemode":false,`+
