@@ -116,6 +116,14 @@ func joinKey(parts []KeyPart, req *Request) (string, error) {
 	for len(vals) > 1 && vals[len(vals)-1] == "" && parts[len(vals)-1].omissible() {
 		vals = vals[:len(vals)-1]
 	}
+	if len(vals) > 1 && vals[0] == "" && parts[0].omissible() && leadingOnly(parts) {
+		// A leading optional part that is absent (GitHub's hook id on a
+		// hand-made delivery) is dropped too, so the key is what it was
+		// before the part was added. One-to-one because every other part
+		// is required: the count of separators tells whether it is there.
+		// (The rest is escaped as ever: for a GUID that is the GUID.)
+		vals, parts = vals[1:], parts[1:]
+	}
 	if len(vals) == 1 && vals[0] == "" {
 		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, parts[0])
 	}
@@ -132,6 +140,16 @@ func joinKey(parts []KeyPart, req *Request) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// leadingOnly reports whether the first part is the only omissible one.
+func leadingOnly(parts []KeyPart) bool {
+	for _, k := range parts[1:] {
+		if k.omissible() {
+			return false
+		}
+	}
+	return true
 }
 
 func (k KeyPart) extract(req *Request) (string, error) {

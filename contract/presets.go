@@ -88,8 +88,9 @@ var presets = map[string]preset{
 	// deliveries; a redelivery keeps both.
 	"github": {
 		// The hook id is read when present (GitHub sends it on every
-		// delivery); a delivery without it (a hand-made test) is keyed
-		// ":<delivery>", which no delivery that has one shares.
+		// delivery); a delivery without it (a hand-made test, a tool) is
+		// keyed by its delivery id alone, as before the hook id counted,
+		// which no delivery that has one shares.
 		Keys:        []KeyPart{{Source: FromHeader, Name: "X-Github-Hook-Id", Optional: true}, {Source: FromHeader, Name: "X-Github-Delivery"}},
 		Signature:   SignatureConfig{Scheme: SchemeGitHub},
 		RetryWindow: 72 * time.Hour,

@@ -203,3 +203,24 @@ func TestDedupeSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestGitHubKeyWithoutHookID: a delivery without X-GitHub-Hook-ID (a tool,
+// a hand-made test) is keyed by its delivery id alone, as before the hook
+// id counted, and no such key equals one with a hook id.
+func TestGitHubKeyWithoutHookID(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "x")
+	s := mustSender(t, "preset: github", "signature: {secret_env: HOOKONCE_OK}")
+	key := func(kv ...string) string {
+		k, err := s.Key(delivery(t, "POST", "/hook", "application/json", `{}`, "", kv...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if k := key("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"); k != "72d3162e-cc78-11e3-81ab-4c9367dc0958" {
+		t.Errorf("without a hook id: %q", k)
+	}
+	if a, b := key("X-GitHub-Delivery", "a:b"), key("X-GitHub-Hook-ID", "a", "X-GitHub-Delivery", "b"); a == b {
+		t.Errorf("delivery a:b and hook a + delivery b share the key %q", a)
+	}
+}

@@ -23,7 +23,7 @@ func TestCheckRequest(t *testing.T) {
 			"sender: github\nkey: 292430182:72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"hash: sha256:dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f\nsignature: valid\n"},
 		{"tampered body, LF only, no Content-Length", "github-tampered.http", nil,
-			"sender: github\nkey: :72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
+			"sender: github\nkey: 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"hash: sha256:f16c3bb0532537acd5b2e418f2b1235b29181e35cffee7cc29d84de4a1d62e4d\nsignature: invalid: signature mismatch\n"},
 		{"slack docs vector judged at its own time", "slack.http", []string{"--now", "1531420700"},
 			"sender: slack\nkey: 398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c\n" +
