@@ -119,7 +119,9 @@ func explain(out, errw io.Writer, ct *contract.Contract, r *http.Request, body [
 	if in.Passthrough != "" {
 		fmt.Fprintf(out, "dedupe: none for this delivery, forwarded to the site as it is (%s)\n", in.Passthrough)
 	}
-	if in.KeyErr != nil {
+	if in.Passthrough != "" && len(s.Keys) == 0 {
+		// A sender without a key (dedupe: off, bitrix24): no key to show.
+	} else if in.KeyErr != nil {
 		policy := "missing_key: " + string(s.MissingKey)
 		if s.Forwardable(in.KeyErr, in.Request) && s.PassesUnkeyed(in.Request) {
 			policy = "a " + s.Preset + " message without an event id: passed to the site without dedupe"
