@@ -549,8 +549,10 @@ func (v *hmacVerifier) value(h http.Header, name string) (string, error) {
 }
 
 // match reports whether any candidate equals the MAC of msg under any key,
-// in constant time per comparison.
+// in constant time per comparison; every key is tried, so the time does
+// not tell which of several current secrets signed it.
 func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
+	found := false
 	for _, key := range v.keys {
 		m := hmac.New(sha256.New, key)
 		for _, part := range msg {
@@ -558,10 +560,11 @@ func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
 		}
 		want := m.Sum(nil)
 		for _, c := range candidates {
-			if hmac.Equal(c, want) {
-				return nil
-			}
+			found = hmac.Equal(c, want) || found
 		}
+	}
+	if found {
+		return nil
 	}
 	return sigErr(ReasonMismatch)
 }
