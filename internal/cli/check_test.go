@@ -20,7 +20,7 @@ func TestCheckRequest(t *testing.T) {
 		want    string
 	}{
 		{"github docs vector, CRLF, trailing newline past Content-Length", "github.http", nil,
-			"sender: github\nkey: 292430182:72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
+			"sender: github\nkey: 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
 				"hash: sha256:dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f\nsignature: valid\n"},
 		{"tampered body, LF only, no Content-Length", "github-tampered.http", nil,
 			"sender: github\nkey: 72d3162e-cc78-11e3-81ab-4c9367dc0958\n" +
