@@ -437,3 +437,36 @@ senders:
 		}
 	})
 }
+
+// TestShopifySecondCopyWhileTheFirstRuns: the second subscription's copy
+// arrives while the first is still at the site. It waits for it and gets
+// its answer: one run, no 409 and no 422.
+func TestShopifySecondCopyWhileTheFirstRuns(t *testing.T) {
+	t.Setenv("PRESET_SECRET", "shpss_current")
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		io.WriteString(w, `{"saved":true}`)
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, "senders:\n  - name: shop\n    preset: shopify\n    match: { path: /hooks/shopify }\n    signature: { secret_env: PRESET_SECRET }\n")
+	send := func(webhook, body string) proxytest.Reply {
+		sig := base64.StdEncoding.EncodeToString(bxMAC("shpss_current", body))
+		return proxytest.Post(t, px.URL+"/hooks/shopify", body, "X-Shopify-Event-Id", "5b0c8f1e-7d2a-4c3b-9e1f-0a2b3c4d5e6f",
+			"X-Shopify-Webhook-Id", webhook, "X-Shopify-Topic", "orders/paid", "X-Shopify-Hmac-Sha256", sig, "X-Event-Id", "order-7")
+	}
+	replies := make([]proxytest.Reply, 2)
+	concurrently(2, func(i int) {
+		if i == 1 {
+			time.Sleep(50 * time.Millisecond) // the first is at the site by now
+			replies[i] = send("wh-trimmed", `{"id":7}`)
+			return
+		}
+		replies[i] = send("wh-full", `{"id":7,"email":"jon@example.com"}`)
+	})
+	first, second := replies[0], replies[1]
+	if first.Status != 200 || first.Replayed() {
+		t.Fatalf("first copy: %d replayed=%v", first.Status, first.Replayed())
+	}
+	if second.Status != 200 || !second.Replayed() || string(second.Body) != string(first.Body) || site.Executions("order-7") != 1 {
+		t.Fatalf("second copy: %d replayed=%v %q executions %d; want the first's answer after waiting", second.Status, second.Replayed(), second.Body, site.Executions("order-7"))
+	}
+}
