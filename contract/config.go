@@ -223,15 +223,28 @@ type keyPartFile struct {
 }
 
 type senderFile struct {
-	Name       string           `yaml:"name"`
-	Preset     string           `yaml:"preset"`
-	Match      matchFile        `yaml:"match"`
-	Key        []keyPartFile    `yaml:"key"`
-	Signature  *SignatureConfig `yaml:"signature"`
-	Success    *successFile     `yaml:"success"`
-	Serialize  *serializeFile   `yaml:"serialize"`
-	policyFile `yaml:",inline"`
-	node       *yaml.Node // where it is in the file, for line numbers
+	Name      string           `yaml:"name"`
+	Preset    string           `yaml:"preset"`
+	Match     matchFile        `yaml:"match"`
+	Key       []keyPartFile    `yaml:"key"`
+	Signature *SignatureConfig `yaml:"signature"`
+	Success   *successFile     `yaml:"success"`
+	Serialize *serializeFile   `yaml:"serialize"`
+	// Dedupe: "off" forwards every delivery without dedupe, "on" (the
+	// default) undoes a preset's off.
+	Dedupe *string `yaml:"dedupe"`
+	// NoDedupe: shapes of delivery forwarded without dedupe.
+	NoDedupe []noDedupeFile `yaml:"no_dedupe"`
+	// ChangedPayload: conflict, duplicate or new_event (row 7).
+	ChangedPayload *string `yaml:"changed_payload"`
+	policyFile     `yaml:",inline"`
+	node           *yaml.Node // where it is in the file, for line numbers
+}
+
+type noDedupeFile struct {
+	When         []conditionFile `yaml:"when"`
+	IfKeyMissing bool            `yaml:"if_key_missing"`
+	Reason       string          `yaml:"reason"`
 }
 
 type serializeFile struct {
@@ -574,9 +587,21 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			sigCfg = p.Signature.merge(sf.Signature)
 			s.Success = p.Success
 			s.presetMethods = p.Methods
-			s.PassUnkeyed = p.PassUnkeyed
+			s.NoDedupe = append([]NoDedupeShape(nil), p.NoDedupe...)
+			if p.ChangedPayload != "" {
+				s.ChangedPayload = p.ChangedPayload
+			}
+			if p.Hash != "" {
+				// The defaults' ignore paths still count when they were
+				// for hash: json; the preset adds its own.
+				if s.Hash != p.Hash {
+					s.Ignore = nil
+				}
+				s.Hash, s.Ignore = p.Hash, append(s.Ignore, p.Ignore...)
+			}
 		}
 	}
+	probs = append(probs, s.compileDedupe(sf)...)
 	if sf.Success != nil {
 		su, sprobs := compileSuccess(sf.Success)
 		probs = append(probs, sprobs...)
@@ -625,7 +650,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	}
 
 	s.Keys = append(s.Keys, compileKeyParts("key", sf.Key, bad)...)
-	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" {
+	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" && !s.DedupeOff() {
 		bad("key", "required: at least one of header, body, query, form or request (or a preset that sets it)")
 	}
 
@@ -665,6 +690,52 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		return nil, probs
 	}
 	return &s, nil
+}
+
+// compileDedupe applies the sender's dedupe, no_dedupe and
+// changed_payload over what the preset set.
+func (s *Sender) compileDedupe(sf *senderFile) []Problem {
+	var probs []Problem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if d := sf.Dedupe; d != nil {
+		switch *d {
+		case "on":
+			// The preset's whole-sender off goes; its named shapes stay.
+			s.NoDedupe = slices.DeleteFunc(s.NoDedupe, func(sh NoDedupeShape) bool {
+				return len(sh.When) == 0 && !sh.IfKeyMissing
+			})
+		case "off":
+			s.NoDedupe = append(s.NoDedupe, NoDedupeShape{Reason: "dedupe: off"})
+		default:
+			bad("dedupe", "%q: want on or off", *d)
+		}
+	}
+	for i, nf := range sf.NoDedupe {
+		field := fmt.Sprintf("no_dedupe[%d]", i)
+		shape := NoDedupeShape{IfKeyMissing: nf.IfKeyMissing, Reason: strings.TrimSpace(nf.Reason)}
+		if len(nf.When) == 0 {
+			bad(field+".when", "required: the conditions that name this shape (for every delivery write dedupe: off)")
+		}
+		for j, cf := range nf.When {
+			c, err := compileCondition(cf)
+			if err != nil {
+				bad(fmt.Sprintf("%s.when[%d]", field, j), "%v", err)
+				continue
+			}
+			shape.When = append(shape.When, c)
+		}
+		if shape.Reason == "" {
+			shape.Reason = field
+		}
+		s.NoDedupe = append(s.NoDedupe, shape)
+	}
+	if s.ChangedPayload == "" {
+		s.ChangedPayload = ChangedConflict
+	}
+	policy(&probs, "changed_payload", &s.ChangedPayload, sf.ChangedPayload, ChangedConflict, ChangedDuplicate, ChangedNewEvent)
+	return probs
 }
 
 // compileKeyParts compiles the parts of a key (key, serialize.key),

@@ -42,6 +42,11 @@ type Inspection struct {
 	// when it differs from Hash (see Sender.RequestHash).
 	LegacyHash string
 	HashErr    error // hash: json on a body that is not JSON
+	// Passthrough is why the delivery goes to the site without dedupe
+	// (dedupe: off, no_dedupe, a preset's shape of notification no key
+	// tells apart); "" when it is deduplicated. Key and KeyErr are still
+	// filled in, for check to show.
+	Passthrough string
 	// Object is the business object the delivery is about (serialize); ""
 	// when the sender serializes nothing or the object's key is absent.
 	Object    string
@@ -78,6 +83,12 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 		return in
 	}
 	in.Key, in.KeyErr = s.Key(in.Request)
+	if reason, ok := s.Passthrough(in.Request, in.KeyErr); ok {
+		in.Passthrough = reason
+		if in.Passthrough == "" {
+			in.Passthrough = "no_dedupe"
+		}
+	}
 	in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
 	in.Object, in.ObjectErr = s.ObjectKey(in.Request)
 	return in

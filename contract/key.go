@@ -16,8 +16,13 @@ var ErrMissingKey = errors.New("event id missing")
 type KeyPart struct {
 	Source Source
 	Name   string // header name, JSON path, query or form field
-	// Fallback is tried when Name is absent (a preset's second header).
-	Fallback string
+	// Fallback are tried in order when Name is absent or empty (a
+	// preset's second header, a refund's other ids).
+	Fallback []string
+	// Labelled prefixes the value with the name it was read from
+	// ("refundedAmount=500"), so values from different fields of one
+	// part never make one key.
+	Labelled bool
 	// When makes the part conditional: it is read only when every
 	// condition holds, and is empty otherwise. Optional makes an absent
 	// or empty value an empty part instead of a missing key. Presets use
@@ -31,8 +36,8 @@ type KeyPart struct {
 
 func (k KeyPart) String() string {
 	s := string(k.Source) + " " + k.Name
-	if k.Fallback != "" {
-		s += " (or " + k.Fallback + ")"
+	for _, f := range k.Fallback {
+		s += " (or " + f + ")"
 	}
 	if k.Optional {
 		s += " if present"
@@ -126,6 +131,14 @@ func joinKey(parts []KeyPart, req *Request) (string, error) {
 	for len(vals) > 1 && vals[len(vals)-1] == "" && parts[len(vals)-1].omissible() {
 		vals = vals[:len(vals)-1]
 	}
+	if len(vals) > 1 && vals[0] == "" && parts[0].omissible() && leadingOnly(parts) {
+		// A leading optional part that is absent (GitHub's hook id on a
+		// hand-made delivery) is dropped too, so the key is what it was
+		// before the part was added. One-to-one because every other part
+		// is required: the count of separators tells whether it is there.
+		// (The rest is escaped as ever: for a GUID that is the GUID.)
+		vals, parts = vals[1:], parts[1:]
+	}
 	if len(vals) == 1 && vals[0] == "" {
 		return "", fmt.Errorf("%w: %s absent or empty", ErrMissingKey, parts[0])
 	}
@@ -144,13 +157,28 @@ func joinKey(parts []KeyPart, req *Request) (string, error) {
 	return b.String(), nil
 }
 
+// leadingOnly reports whether the first part is the only omissible one.
+func leadingOnly(parts []KeyPart) bool {
+	for _, k := range parts[1:] {
+		if k.omissible() {
+			return false
+		}
+	}
+	return true
+}
+
 func (k KeyPart) extract(req *Request) (string, error) {
 	if !allHold(k.When, req) {
 		return "", nil
 	}
-	v, ok, err := req.Value(k.Source, k.Name)
-	if err == nil && (!ok || v == "") && k.Fallback != "" {
-		v, ok, err = req.Value(k.Source, k.Fallback)
+	name := k.Name
+	v, ok, err := req.Value(k.Source, name)
+	for _, f := range k.Fallback {
+		if err != nil || (ok && v != "") {
+			break
+		}
+		name = f
+		v, ok, err = req.Value(k.Source, f)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrMissingKey, k, unreadablePart{err})
@@ -171,6 +199,9 @@ func (k KeyPart) extract(req *Request) (string, error) {
 		if unicode.IsControl(r) {
 			return "", fmt.Errorf("%w: %s holds a control character", ErrBadKey, k)
 		}
+	}
+	if k.Labelled {
+		return name + "=" + v, nil
 	}
 	return v, nil
 }

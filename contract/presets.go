@@ -18,14 +18,23 @@ type preset struct {
 	// They are the sender's match.method unless the file names one, and
 	// check warns when the file's excludes one of them.
 	Methods []string
-	// PassUnkeyed names the provider's genuine messages that carry no
-	// event id (a handshake, an install event): a delivery whose key is
-	// missing and that matches one of these shapes (all conditions of
-	// one entry hold) goes to the site without dedupe, logged and
-	// counted as outcome passthrough, as missing_key: pass would. Any
-	// other unkeyed delivery is still missing_key's. The signature is
-	// checked first, as for every delivery.
-	PassUnkeyed [][]Condition
+	// NoDedupe names the provider's notifications that no key can tell
+	// apart, forwarded to the site without dedupe (logged with their
+	// Reason and counted as outcome passthrough; serialized when the
+	// sender sets serialize): a handshake or an application event
+	// without an id (IfKeyMissing), a refund callback without a refund
+	// id. One shape without conditions forwards every delivery: a preset
+	// for a provider whose notifications carry no unique id at all (then
+	// Keys may be empty). The file's no_dedupe adds shapes; dedupe: on
+	// drops the shapes without conditions.
+	NoDedupe []NoDedupeShape
+	// ChangedPayload is what a changed payload under a stored key means
+	// for this provider ("": conflict). Hash and Ignore name the fields
+	// the provider renders anew for each delivery of one event (a retry
+	// counter): the payload hash leaves them out.
+	ChangedPayload ChangedPolicy
+	Hash           HashMode
+	Ignore         []string
 }
 
 // cond builds a preset's condition (a literal, so it cannot fail).
@@ -59,20 +68,45 @@ var yes = func() *bool { b := true; return &b }()
 // sender whose file sets no ttl gets at least its preset's window, so a
 // config that leaves ttl alone never warns.
 var presets = map[string]preset{
+	// Stripe: the Event object's id is unique per event (API reference,
+	// "The Event object": id, "Unique identifier for the object"), and
+	// its retries resend that event. pending_webhooks, "Number of
+	// webhooks that haven't been successfully delivered", is rendered
+	// anew for every delivery, so a retry after another endpoint
+	// succeeded differs in it: the payload hash leaves it out.
 	"stripe": {
 		Keys:        []KeyPart{{Source: FromBody, Name: "id"}},
 		Signature:   SignatureConfig{Scheme: SchemeStripe},
 		RetryWindow: 72 * time.Hour,
+		Hash:        HashJSON,
+		Ignore:      []string{"pending_webhooks"},
 	},
+	// GitHub: X-GitHub-Delivery is the event's id, "shared with all
+	// deliveries for all webhooks that subscribe to this event" (REST
+	// API, hook delivery guid); X-GitHub-Hook-ID names the webhook the
+	// delivery is for. One event to two hooks on one URL is two
+	// deliveries; a redelivery keeps both.
 	"github": {
-		Keys:        []KeyPart{{Source: FromHeader, Name: "X-Github-Delivery"}},
+		// The hook id is read when present (GitHub sends it on every
+		// delivery); a delivery without it (a hand-made test, a tool) is
+		// keyed by its delivery id alone, as before the hook id counted,
+		// which no delivery that has one shares.
+		Keys:        []KeyPart{{Source: FromHeader, Name: "X-Github-Hook-Id", Optional: true}, {Source: FromHeader, Name: "X-Github-Delivery"}},
 		Signature:   SignatureConfig{Scheme: SchemeGitHub},
 		RetryWindow: 72 * time.Hour,
 	},
+	// Shopify: X-Shopify-Event-Id names the event, "the same value across
+	// more than one webhook indicates a duplicate", and a shop with
+	// several subscriptions to one topic gets one webhook per
+	// subscription (shopify.dev, "Ignore duplicate webhooks"). Those
+	// copies may differ (include_fields, API version), so a changed
+	// payload under one event id is a duplicate and gets the first's
+	// answer.
 	"shopify": {
-		Keys:        []KeyPart{{Source: FromHeader, Name: "X-Shopify-Event-Id", Fallback: "X-Shopify-Webhook-Id"}},
-		Signature:   SignatureConfig{Scheme: SchemeShopify},
-		RetryWindow: 4 * time.Hour,
+		Keys:           []KeyPart{{Source: FromHeader, Name: "X-Shopify-Event-Id", Fallback: []string{"X-Shopify-Webhook-Id"}}},
+		Signature:      SignatureConfig{Scheme: SchemeShopify},
+		RetryWindow:    4 * time.Hour,
+		ChangedPayload: ChangedDuplicate,
 	},
 	"standard-webhooks": {
 		Keys:        []KeyPart{{Source: FromHeader, Name: "Webhook-Id"}},
@@ -91,11 +125,11 @@ var presets = map[string]preset{
 		Keys:        []KeyPart{{Source: FromBody, Name: "event_id"}},
 		Signature:   SignatureConfig{Scheme: SchemeSlack},
 		RetryWindow: 10 * time.Minute,
-		PassUnkeyed: [][]Condition{
-			{cond(FromBody, "type", "url_verification", "", nil)},
-			{cond(FromBody, "type", "app_rate_limited", "", nil)},
-			{cond(FromForm, "payload", "", "", yes)},
-			{cond(FromForm, "command", "", "", yes)},
+		NoDedupe: []NoDedupeShape{
+			{When: []Condition{cond(FromBody, "type", "url_verification", "", nil)}, IfKeyMissing: true, Reason: "slack url_verification handshake (no event_id)"},
+			{When: []Condition{cond(FromBody, "type", "app_rate_limited", "", nil)}, IfKeyMissing: true, Reason: "slack app_rate_limited (no event_id)"},
+			{When: []Condition{cond(FromForm, "payload", "", "", yes)}, IfKeyMissing: true, Reason: "slack interactivity payload (no event_id)"},
+			{When: []Condition{cond(FromForm, "command", "", "", yes)}, IfKeyMissing: true, Reason: "slack slash command (no event_id)"},
 		},
 	},
 	// The generic scheme as a preset: the sender names the header (and
@@ -149,7 +183,9 @@ var robokassa = preset{
 // (payment.waiting_for_capture, payment.succeeded, payment.canceled), so
 // the event is part of the key; refund.succeeded carries the refund's own
 // object.id, so every partial refund is its own event. YooKassa resends a
-// notification it got no 200 for over 24 hours.
+// notification it got no 200 for over 24 hours, and counts exactly 200 as
+// received ("any other response code is considered invalid"), so 201 or
+// 204 is not a success: the claim is freed and YooKassa's retry runs.
 var yookassa = preset{
 	Keys: []KeyPart{{Source: FromBody, Name: "object.id"}, {Source: FromBody, Name: "event"}},
 	Signature: SignatureConfig{
@@ -158,7 +194,7 @@ var yookassa = preset{
 			"77.75.156.11", "77.75.156.35", "77.75.154.128/25", "2a02:5180::/32"},
 	},
 	RetryWindow: 24 * time.Hour,
-	Success:     &Success{Statuses: mustStatuses("2xx")},
+	Success:     &Success{Statuses: mustStatuses("200")},
 }
 
 // tbank (T-Bank, formerly Tinkoff, internet acquiring): JSON notifications
@@ -189,7 +225,7 @@ var yookassa = preset{
 // month", which ttl can cover where that matters).
 var tbank = preset{
 	Keys: []KeyPart{
-		{Source: FromBody, Name: "PaymentId", Fallback: "RequestKey"},
+		{Source: FromBody, Name: "PaymentId", Fallback: []string{"RequestKey"}},
 		{Source: FromBody, Name: "Status"},
 		{Source: FromBody, Name: "Amount", Optional: true,
 			When: []Condition{cond(FromBody, "Status", "", "^PARTIAL_(REFUNDED|REVERSED)$", nil)}},
@@ -242,16 +278,32 @@ var cloudpayments = preset{
 // callback per operation (approved, deposited, reversed, refunded,
 // declinedByTimeout, …) and outcome (status 1 or 0), so both are in the
 // key. refunded comes once per partial refund of one mdOrder, and a
-// partial reversal likewise: for those two operations the amount the
-// callback carries is part of the key too (left out when empty, so other
-// callbacks keep mdOrder:operation:status). The gateway retries every 30
-// seconds until 3 attempts failed (per merchant, adjustable by the bank).
+// partial reversal likewise: for those two operations the key names the
+// refund by the callback's optional parameters: externalRefundId
+// (the refund's id in the merchant's request), else refundedAmount (the
+// order's refunded total so far, which grows with every refund), else
+// operationRefundedAmount (this refund's amount). The callback's amount is
+// the order's registered amount, the same on every callback of one order,
+// so it names nothing. A refund or reversal callback with none of the
+// three (the gateway's basic parameters) cannot be told from another
+// refund of the same order: it goes to the site without dedupe (serialize
+// by mdOrder keeps two from running at once). Other callbacks keep
+// mdOrder:operation:status. The gateway counts only 200 OK as delivered
+// and retries every 30 seconds until 3 attempts failed (per merchant,
+// adjustable by the bank). Source: the gateway maker's callback
+// documentation, dev.bpcbt.com/en/integration/api/rest.html ("Callback
+// notifications": amount is the "Registered order amount";
+// externalRefundId the "External identifier of the refund operation").
+var rbsRefund = cond(FromRequest, "operation", "", "^(refunded|reversed)$", nil)
+
 var rbs = preset{
 	Keys: []KeyPart{
 		{Source: FromRequest, Name: "mdOrder"}, {Source: FromRequest, Name: "operation"}, {Source: FromRequest, Name: "status"},
-		{Source: FromRequest, Name: "amount", Optional: true,
-			When: []Condition{cond(FromRequest, "operation", "", "^(refunded|reversed)$", nil)}},
+		{Source: FromRequest, Name: "externalRefundId", Fallback: []string{"refundedAmount", "operationRefundedAmount"},
+			Labelled: true, When: []Condition{rbsRefund}},
 	},
+	NoDedupe: []NoDedupeShape{{When: []Condition{rbsRefund}, IfKeyMissing: true,
+		Reason: "rbs refund or reversal callback without externalRefundId, refundedAmount or operationRefundedAmount: no key tells two refunds of one order apart"}},
 	Methods: []string{"GET", "POST"},
 	Signature: SignatureConfig{
 		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encHex,
@@ -261,7 +313,9 @@ var rbs = preset{
 		From: []keyPartFile{{Request: "checksum"}},
 	},
 	RetryWindow: 90 * time.Second,
-	Success:     &Success{Statuses: mustStatuses("2xx")},
+	// "If a response other than 200 OK is returned to the payment
+	// gateway, the notification is considered unsuccessful."
+	Success: &Success{Statuses: mustStatuses("200")},
 }
 
 // bitrix24: events a Bitrix24 portal posts to an application's (or an
@@ -269,23 +323,23 @@ var rbs = preset{
 // in auth[application_token]. One event is the event name, the entity's
 // ID and the event's ts (Unix seconds): without ts every later change of
 // the same deal would be a duplicate; with it, two changes of one entity
-// in the same second are one execution, which suffices for a handler that
-// reads the entity's current state through REST. The application's own
-// lifecycle events carry no data[FIELDS][ID] (ONAPPINSTALL,
-// ONAPPUNINSTALL, ONAPPUPDATE, ONAPPPAYMENT, ONAPPTEST) nor does
-// ONOFFLINEEVENT (offline events waiting to be fetched): they go to the
-// site undeduplicated. Bitrix24 does not resend a failed event, so there
-// is no retry window.
+// in the same second would be one execution, and each delivery carries
+// fresh auth (access_token, refresh_token), so no field of an event names
+// it alone. No event carries an id of its own: every event goes to the
+// site without dedupe (the token is still checked; serialize by
+// data[FIELDS][ID] keeps two changes of one deal from running at once).
+// The application's own lifecycle events (ONAPPINSTALL, …) and
+// ONOFFLINEEVENT carry no entity at all. Bitrix24 does not resend a
+// failed event, so there is no retry window.
 var bitrix24 = preset{
-	Keys: []KeyPart{
-		{Source: FromForm, Name: "event"}, {Source: FromForm, Name: "data[FIELDS][ID]"}, {Source: FromForm, Name: "ts"},
-	},
 	Signature: SignatureConfig{
 		Scheme: SchemeToken,
 		From:   []keyPartFile{{Form: "auth[application_token]"}},
 	},
-	PassUnkeyed: [][]Condition{
-		{cond(FromForm, "event", "", "^(?i:ONAPPINSTALL|ONAPPUNINSTALL|ONAPPUPDATE|ONAPPPAYMENT|ONAPPTEST|ONOFFLINEEVENT)$", nil)},
+	NoDedupe: []NoDedupeShape{
+		{When: []Condition{cond(FromForm, "event", "", "^(?i:ONAPPINSTALL|ONAPPUNINSTALL|ONAPPUPDATE|ONAPPPAYMENT|ONAPPTEST|ONOFFLINEEVENT)$", nil)},
+			Reason: "bitrix24 application event (no entity id)"},
+		{Reason: "bitrix24 events carry no unique id (ts has one-second resolution)"},
 	},
 }
 

@@ -84,7 +84,7 @@ func TestBitrixPresetVectors(t *testing.T) {
 			func(t *testing.T) *contract.Request {
 				return delivery(t, "POST", "/b24", formType, "event=ONCRMDEALUPDATE&event_handler_id=12&data%5BFIELDS%5D%5BID%5D=58&ts=1466439714"+
 					"&auth%5Bdomain%5D=x.bitrix24.ru&auth%5Bmember_id%5D=m1&auth%5Bapplication_token%5D=b24-app-token", "")
-			}, "ONCRMDEALUPDATE:58:1466439714"},
+			}, ""}, // forwarded without dedupe: no key
 		{"yookassa ipv4", []string{"preset: yookassa"},
 			func(t *testing.T) *contract.Request {
 				return delivery(t, "POST", "/yk", "application/json", `{"type":"notification","event":"payment.succeeded","object":{"id":"22e12f66-000f-5000-8000-18db351245c7"}}`, "77.75.154.200")

@@ -87,14 +87,23 @@ func TestPresetNotificationKeys(t *testing.T) {
 			getNote("approved", rbs+"operation=approved&status=1", "3ff6962a:approved:1"),
 			getNote("deposited", rbs+"operation=deposited&status=1&amount=150000", "3ff6962a:deposited:1"),
 			getNote("declined by timeout", rbs+"operation=declinedByTimeout&status=0", "3ff6962a:declinedByTimeout:0"),
-			getNote("first partial refund", rbs+"operation=refunded&status=1&amount=20000", "3ff6962a:refunded:1:20000"),
-			getNote("second partial refund", rbs+"operation=refunded&status=1&amount=30000", "3ff6962a:refunded:1:30000"),
-			formNote("a failed refund, by POST", "/cb", "mdOrder=3ff6962a&operation=refunded&status=0&amount=40000&checksum=X", "3ff6962a:refunded:0:40000"),
-			getNote("reversal", rbs+"operation=reversed&status=1&amount=150000", "3ff6962a:reversed:1:150000"),
+			// amount is the order's registered amount on every callback:
+			// the refund is named by its optional parameters.
+			getNote("first partial refund, by its id", rbs+"operation=refunded&status=1&amount=150000&externalRefundId=rf-1", "3ff6962a:refunded:1:externalRefundId=rf-1"),
+			getNote("second partial refund, by its id", rbs+"operation=refunded&status=1&amount=150000&externalRefundId=rf-2", "3ff6962a:refunded:1:externalRefundId=rf-2"),
+			getNote("first partial refund, by the refunded total", rbs+"operation=refunded&status=1&amount=150000&refundedAmount=20000", "3ff6962a:refunded:1:refundedAmount=20000"),
+			getNote("second partial refund, by the refunded total", rbs+"operation=refunded&status=1&amount=150000&refundedAmount=50000", "3ff6962a:refunded:1:refundedAmount=50000"),
+			getNote("a partial refund by this operation's amount", rbs+"operation=refunded&status=1&amount=150000&operationRefundedAmount=20000", "3ff6962a:refunded:1:operationRefundedAmount=20000"),
+			formNote("a failed refund, by POST", "/cb", "mdOrder=3ff6962a&operation=refunded&status=0&amount=150000&externalRefundId=rf-3&checksum=X", "3ff6962a:refunded:0:externalRefundId=rf-3"),
+			getNote("reversal", rbs+"operation=reversed&status=1&amount=150000&operationRefundedAmount=150000", "3ff6962a:reversed:1:operationRefundedAmount=150000"),
+			getNote("a refund with the basic parameters only", rbs+"operation=refunded&status=1&amount=150000", ""),
+			formNote("a reversal with the basic parameters only, by POST", "/cb", "mdOrder=3ff6962a&operation=reversed&status=1&amount=150000&checksum=X", ""),
 		},
+		// Bitrix24: no field names an event alone (ts is whole seconds,
+		// auth is fresh on each delivery): every event is forwarded.
 		"bitrix24": {
-			formNote("deal added", "/b24", "event=ONCRMDEALADD&data%5BFIELDS%5D%5BID%5D=58&ts=1466439714", "ONCRMDEALADD:58:1466439714"),
-			formNote("deal updated", "/b24", "event=ONCRMDEALUPDATE&data%5BFIELDS%5D%5BID%5D=58&ts=1466439720", "ONCRMDEALUPDATE:58:1466439720"),
+			formNote("deal added", "/b24", "event=ONCRMDEALADD&data%5BFIELDS%5D%5BID%5D=58&ts=1466439714", ""),
+			formNote("deal updated", "/b24", "event=ONCRMDEALUPDATE&data%5BFIELDS%5D%5BID%5D=58&ts=1466439720", ""),
 			formNote("app installed", "/b24", "event=ONAPPINSTALL&data%5BVERSION%5D=1&data%5BLANGUAGE_ID%5D=ru&ts=1466439700", ""),
 			formNote("offline events waiting", "/b24", "event=ONOFFLINEEVENT&data%5Btimestamp%5D=1466439800&ts=1466439800", ""),
 		},
@@ -112,13 +121,21 @@ func TestPresetNotificationKeys(t *testing.T) {
 				if again, err2 := s.Key(n.req(t)); again != key || (err == nil) != (err2 == nil) {
 					t.Errorf("%s: the same notification read twice gives %q and %q", n.what, key, again)
 				}
+				h1, _, _ := s.RequestHash(n.req(t))
+				if h2, _, _ := s.RequestHash(n.req(t)); h1 != h2 {
+					t.Errorf("%s: the same notification hashes as %s and %s", n.what, h1, h2)
+				}
+				why, pass := s.Passthrough(n.req(t), err)
 				if n.key == "" {
-					if err == nil {
-						t.Errorf("%s: key %q, want none (it passes unkeyed)", n.what, key)
-					} else if !s.Forwardable(err, n.req(t)) {
-						t.Errorf("%s: %v, and the preset does not pass it: a genuine event would get 400", n.what, err)
+					if !pass {
+						t.Errorf("%s: key %q, %v, not forwarded without dedupe: a genuine notification would be swallowed or refused", n.what, key, err)
+					} else if why == "" {
+						t.Errorf("%s: forwarded without dedupe with no reason to log", n.what)
 					}
 					continue
+				}
+				if pass {
+					t.Errorf("%s: forwarded without dedupe (%s), want key %q", n.what, why, n.key)
 				}
 				if err != nil || key != n.key {
 					t.Errorf("%s: key %q, %v; want %q", n.what, key, err, n.key)
@@ -184,22 +201,23 @@ func TestPresetUnkeyedShapes(t *testing.T) {
 		{b24, "ONAPPINSTALL", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALL&ts=1", ""), true},
 		{b24, "onappuninstall", delivery(t, "POST", "/b24", formType, "event=onappuninstall&ts=1", ""), true},
 		{b24, "ONOFFLINEEVENT", delivery(t, "POST", "/b24", formType, "event=ONOFFLINEEVENT&ts=1", ""), true},
-		{b24, "a deal event without its ID", delivery(t, "POST", "/b24", formType, "event=ONCRMDEALUPDATE&ts=1", ""), false},
-		{b24, "an install event named with a suffix", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALLX&ts=1", ""), false},
+		{b24, "a deal event without its ID", delivery(t, "POST", "/b24", formType, "event=ONCRMDEALUPDATE&ts=1", ""), true},
+		{b24, "an install event named with a suffix", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALLX&ts=1", ""), true},
 	}
 	for _, tt := range tests {
 		_, err := tt.s.Key(tt.req)
-		if err == nil {
+		if tt.s == slack && err == nil {
 			t.Errorf("%s %s: has a key", tt.s.Preset, tt.what)
 			continue
 		}
-		if got := tt.s.Forwardable(err, tt.req); got != tt.pass || tt.s.PassesUnkeyed(tt.req) != tt.pass {
-			t.Errorf("%s %s: forwardable %v, want %v", tt.s.Preset, tt.what, got, tt.pass)
+		if _, got := tt.s.Passthrough(tt.req, err); got != tt.pass {
+			t.Errorf("%s %s: forwarded without dedupe %v, want %v", tt.s.Preset, tt.what, got, tt.pass)
 		}
 	}
-	bad := delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALL&data%5BFIELDS%5D%5BID%5D=%01&ts=1", "")
-	if _, err := b24.Key(bad); err == nil || b24.Forwardable(err, bad) {
-		t.Errorf("a control character in the id: %v, forwardable %v; want refused", err, b24.Forwardable(err, bad))
+	bad := delivery(t, "POST", "/hook", "application/json", `{"type":"url_verification","event_id":"Ev\u0001"}`, "")
+	_, err := slack.Key(bad)
+	if _, pass := slack.Passthrough(bad, err); err == nil || pass || slack.Forwardable(err, bad) {
+		t.Errorf("a control character in the id: %v, passthrough %v; want refused", err, pass)
 	}
 }
 

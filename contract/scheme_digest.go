@@ -64,15 +64,18 @@ func (v *messageVerifier) Verify(req *Request, _ time.Time) error {
 		if err != nil {
 			return err
 		}
-		for _, key := range v.keys {
+		found := false
+		for _, key := range v.keys { // every secret tried: the time tells none
 			m := hmac.New(v.newHash, key)
 			m.Write(msg)
-			if hmac.Equal(m.Sum(nil), sig) {
-				return nil
-			}
+			found = hmac.Equal(m.Sum(nil), sig) || found
+		}
+		if found {
+			return nil
 		}
 		return sigErr(ReasonMismatch)
 	}
+	found := false
 	for _, key := range v.keys {
 		msg, err := v.msg.build(req, key)
 		if err != nil {
@@ -80,9 +83,10 @@ func (v *messageVerifier) Verify(req *Request, _ time.Time) error {
 		}
 		h := v.newHash()
 		h.Write(msg)
-		if hmac.Equal(h.Sum(nil), sig) {
-			return nil
-		}
+		found = hmac.Equal(h.Sum(nil), sig) || found
+	}
+	if found {
+		return nil
 	}
 	return sigErr(ReasonMismatch)
 }

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -43,9 +44,14 @@ type Sender struct {
 	StoreRequestBody bool
 	InProgress       InProgressPolicy
 	MissingKey       MissingKeyPolicy
-	// PassUnkeyed: the preset's shapes of genuine messages without an
-	// event id, passed to the site without dedupe (see PassesUnkeyed).
-	PassUnkeyed      [][]Condition
+	// NoDedupe are the shapes of delivery forwarded to the site without
+	// dedupe (the preset's, then the file's no_dedupe and dedupe: off;
+	// see Passthrough).
+	NoDedupe []NoDedupeShape
+	// ChangedPayload is what a delivery means whose key is stored with
+	// another payload (row 7): the preset's, else the file's
+	// changed_payload, else conflict.
+	ChangedPayload   ChangedPolicy
 	OnStoreError     StoreErrPolicy
 	Ambiguous        AmbiguousPolicy
 	Mode             Mode
@@ -89,12 +95,75 @@ func (s *Sender) Verify(req *Request, now time.Time) error {
 	return s.verifier.Verify(req, now)
 }
 
-// PassesUnkeyed reports whether req has one of the shapes the preset
-// names as a genuine message without an event id (every condition of
-// one entry holds).
+// NoDedupeShape is a shape of delivery that goes to the site without
+// dedupe: no claim, nothing stored, serialized when the sender sets
+// serialize, counted as outcome passthrough and logged with Reason. A
+// preset names the provider's notifications no key can tell apart (a
+// handshake, an application event, a refund callback without a refund
+// id); the operator adds shapes with no_dedupe and turns a whole sender
+// off with dedupe: off. The signature is checked first, as for every
+// delivery.
+type NoDedupeShape struct {
+	// When: every condition must hold; none means every delivery.
+	When []Condition
+	// IfKeyMissing limits the shape to deliveries whose key is missing
+	// (a delivery that carries its id is still deduplicated).
+	IfKeyMissing bool
+	// Reason is logged with each such delivery and shown by check.
+	Reason string
+}
+
+// ChangedPolicy is what a delivery means whose key is already stored with
+// another payload hash (the decision table's row 7).
+type ChangedPolicy string
+
+const (
+	// ChangedConflict: the same id must mean the same payload; a changed
+	// one is refused with the conflict answer (422) and recorded.
+	ChangedConflict ChangedPolicy = "conflict"
+	// ChangedDuplicate: the provider sends one event in several renderings
+	// (Shopify: one copy per subscription); a changed payload is a copy
+	// of the first and gets its stored answer.
+	ChangedDuplicate ChangedPolicy = "duplicate"
+	// ChangedNewEvent: the id does not name the notification alone; a
+	// changed payload is a notification of its own, claimed under the key
+	// extended by its payload hash (ChangedKey), so its retries dedupe.
+	ChangedNewEvent ChangedPolicy = "new_event"
+)
+
+// ChangedKey is the key a changed payload is claimed under when the
+// sender's changed_payload is new_event: the event's key and the payload's
+// hash, so each distinct payload under one id is one event.
+func ChangedKey(key, hash string) string { return key + ":payload-sha256=" + hash }
+
+// Passthrough reports whether req goes to the site without dedupe, and
+// why. keyErr is the error of reading its key (nil when it has one): a
+// shape limited to deliveries without a key holds only when the key is
+// missing (never for a key no event id should hold).
+func (s *Sender) Passthrough(req *Request, keyErr error) (reason string, ok bool) {
+	for _, shape := range s.NoDedupe {
+		if shape.IfKeyMissing && (keyErr == nil || errors.Is(keyErr, ErrBadKey)) {
+			continue
+		}
+		if allHold(shape.When, req) {
+			return shape.Reason, true
+		}
+	}
+	return "", false
+}
+
+// PassesUnkeyed reports whether req, whose key is missing, has one of
+// the shapes forwarded without dedupe.
 func (s *Sender) PassesUnkeyed(req *Request) bool {
-	for _, shape := range s.PassUnkeyed {
-		if len(shape) > 0 && allHold(shape, req) {
+	_, ok := s.Passthrough(req, ErrMissingKey)
+	return ok
+}
+
+// DedupeOff reports whether every delivery of the sender is forwarded
+// without dedupe (dedupe: off, or a preset that names no key).
+func (s *Sender) DedupeOff() bool {
+	for _, shape := range s.NoDedupe {
+		if len(shape.When) == 0 && !shape.IfKeyMissing {
 			return true
 		}
 	}

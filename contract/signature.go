@@ -100,20 +100,31 @@ const DefaultTolerance = 5 * time.Minute
 // taken relative to the config file's directory. Every comparison with a
 // secret or a signature is constant-time.
 type SignatureConfig struct {
-	Scheme             string    `yaml:"scheme"`
-	Header             string    `yaml:"header"`
-	Encoding           string    `yaml:"encoding"`
-	Prefix             string    `yaml:"prefix"`
-	SecretEnv          string    `yaml:"secret_env"`
-	SecretFile         string    `yaml:"secret_file"`
-	PreviousSecretEnv  string    `yaml:"previous_secret_env"`
-	PreviousSecretFile string    `yaml:"previous_secret_file"`
-	Tolerance          *Duration `yaml:"tolerance"`
+	Scheme             string `yaml:"scheme"`
+	Header             string `yaml:"header"`
+	Encoding           string `yaml:"encoding"`
+	Prefix             string `yaml:"prefix"`
+	SecretEnv          string `yaml:"secret_env"`
+	SecretFile         string `yaml:"secret_file"`
+	PreviousSecretEnv  string `yaml:"previous_secret_env"`
+	PreviousSecretFile string `yaml:"previous_secret_file"`
+	// Secrets are further current secrets, each accepted: one sender
+	// signing with several (a GitHub repository hook and a GitHub App
+	// posting to one URL).
+	Secrets   []SecretSource `yaml:"secrets"`
+	Tolerance *Duration      `yaml:"tolerance"`
 
 	Algorithm string         `yaml:"algorithm"`
 	Message   *MessageConfig `yaml:"message"`
 	From      []keyPartFile  `yaml:"from"`
 	Allow     []string       `yaml:"allow"`
+}
+
+// SecretSource is one entry of signature.secrets: an environment
+// variable or a file, as secret_env and secret_file.
+type SecretSource struct {
+	SecretEnv  string `yaml:"secret_env"`
+	SecretFile string `yaml:"secret_file"`
 }
 
 // MessageConfig is what a digest or hmac scheme hashes (see
@@ -158,6 +169,9 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	}
 	if o.PreviousSecretEnv != "" || o.PreviousSecretFile != "" {
 		c.PreviousSecretEnv, c.PreviousSecretFile = o.PreviousSecretEnv, o.PreviousSecretFile
+	}
+	if o.Secrets != nil {
+		c.Secrets = o.Secrets
 	}
 	if o.Tolerance != nil {
 		c.Tolerance = o.Tolerance
@@ -332,6 +346,9 @@ func (c *sigCompiler) noSecrets() {
 			c.bad(f.field, "scheme %s takes no secret", c.cfg.Scheme)
 		}
 	}
+	if len(c.cfg.Secrets) > 0 {
+		c.bad("secrets", "scheme %s takes no secret", c.cfg.Scheme)
+	}
 }
 
 func (c *sigCompiler) resolveSecrets() {
@@ -346,8 +363,17 @@ func (c *sigCompiler) resolveSecrets() {
 			c.keyFields = append(c.keyFields, envField)
 		}
 	}
-	add(c.resolve("secret_env", "secret_file", c.cfg.SecretEnv, c.cfg.SecretFile, true),
+	// secret_env/secret_file is required unless secrets lists them.
+	add(c.resolve("secret_env", "secret_file", c.cfg.SecretEnv, c.cfg.SecretFile, len(c.cfg.Secrets) == 0),
 		"secret_env", "secret_file", c.cfg.SecretFile)
+	for i, src := range c.cfg.Secrets {
+		env, file := fmt.Sprintf("secrets[%d].secret_env", i), fmt.Sprintf("secrets[%d].secret_file", i)
+		if src.SecretEnv == "" && src.SecretFile == "" {
+			c.bad(env, "required: secret_env or secret_file")
+			continue
+		}
+		add(c.resolve(env, file, src.SecretEnv, src.SecretFile, true), env, file, src.SecretFile)
+	}
 	add(c.resolve("previous_secret_env", "previous_secret_file", c.cfg.PreviousSecretEnv, c.cfg.PreviousSecretFile, false),
 		"previous_secret_env", "previous_secret_file", c.cfg.PreviousSecretFile)
 }
@@ -523,8 +549,10 @@ func (v *hmacVerifier) value(h http.Header, name string) (string, error) {
 }
 
 // match reports whether any candidate equals the MAC of msg under any key,
-// in constant time per comparison.
+// in constant time per comparison; every key is tried, so the time does
+// not tell which of several current secrets signed it.
 func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
+	found := false
 	for _, key := range v.keys {
 		m := hmac.New(sha256.New, key)
 		for _, part := range msg {
@@ -532,10 +560,11 @@ func (v *hmacVerifier) match(candidates [][]byte, msg ...[]byte) error {
 		}
 		want := m.Sum(nil)
 		for _, c := range candidates {
-			if hmac.Equal(c, want) {
-				return nil
-			}
+			found = hmac.Equal(c, want) || found
 		}
+	}
+	if found {
+		return nil
 	}
 	return sigErr(ReasonMismatch)
 }

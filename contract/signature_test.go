@@ -539,7 +539,7 @@ func TestPresetsFillKeyAndWindow(t *testing.T) {
 		want   string
 	}{
 		{"stripe", 72 * time.Hour, nil, `{"id":"evt_1","object":"event"}`, "evt_1"},
-		{"github", 72 * time.Hour, hdr("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{}`, "72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+		{"github", 72 * time.Hour, hdr("X-GitHub-Hook-ID", "292430182", "X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{}`, "292430182:72d3162e-cc78-11e3-81ab-4c9367dc0958"},
 		{"shopify", 4 * time.Hour, hdr("X-Shopify-Event-Id", "ev-9", "X-Shopify-Webhook-Id", "wh-1"), `{}`, "ev-9"},
 		{"shopify", 4 * time.Hour, hdr("X-Shopify-Webhook-Id", "wh-1"), `{}`, "wh-1"},
 		{"standard-webhooks", 75 * time.Hour, hdr("webhook-id", "msg_1"), `{}`, "msg_1"},

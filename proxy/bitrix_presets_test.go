@@ -74,6 +74,9 @@ type bxPreset struct {
 	fail         func(w http.ResponseWriter) // a final answer the success rule refuses; nil: none
 	kinds        [2]string                   // two event kinds of one payment
 	noSuccessRow bool
+	// noDedupe: every delivery is forwarded without dedupe (Bitrix24:
+	// no field names an event alone), so a repeat runs again.
+	noDedupe bool
 }
 
 func bxHex(h []byte) string { return hex.EncodeToString(h) }
@@ -184,6 +187,7 @@ var bxPresets = []bxPreset{
 		key:          func(ev bxEvent) string { return orDefault(ev.kind, "ONCRMDEALUPDATE") + ":" + ev.id + ":1764451200" },
 		succeed:      func(r *http.Request, w http.ResponseWriter) { io.WriteString(w, "ok") },
 		noSuccessRow: true,
+		noDedupe:     true,
 	},
 }
 
@@ -249,6 +253,20 @@ func TestBitrixPresetsEndToEnd(t *testing.T) {
 			first := p.send(t, px.URL, p.secret, ev, false)
 			if first.Status != 200 || first.Replayed() {
 				t.Fatalf("valid: %d replayed=%v %s", first.Status, first.Replayed(), first.Body)
+			}
+			if p.noDedupe {
+				// Forwarded without dedupe: each one runs, nothing is stored.
+				for i := 2; i <= 3; i++ {
+					again := p.send(t, px.URL, p.secret, ev, false)
+					if again.Status != 200 || again.Replayed() || site.Executions("ev-1") != i {
+						t.Fatalf("delivery %d: %d replayed=%v executions %d; want the site run again", i, again.Status, again.Replayed(), site.Executions("ev-1"))
+					}
+				}
+				ctNoRecord(t, store, p.key(ev))
+				if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "s", "outcome", "passthrough"); n != 3 {
+					t.Fatalf("passthrough counted %v, want 3", n)
+				}
+				return
 			}
 			for range 2 {
 				again := p.send(t, px.URL, p.secret, ev, false)

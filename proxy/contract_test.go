@@ -40,6 +40,7 @@ type ctPreset struct {
 	timed        bool
 	extra        string // more YAML under the sender
 	keyHeader    string // the header that carries the event id, if any
+	hookID       string // GitHub's X-GitHub-Hook-ID, the key's first part
 	sign         func(secret string, ts int64, id, body string) []string
 }
 
@@ -52,7 +53,7 @@ var ctPresets = []ctPreset{
 		},
 	},
 	{
-		name: "github", current: "gh-current", old: "gh-previous", keyHeader: "X-GitHub-Delivery",
+		name: "github", current: "gh-current", old: "gh-previous", keyHeader: "X-GitHub-Delivery", hookID: "292430182",
 		sign: func(secret string, _ int64, _, body string) []string {
 			return []string{"X-Hub-Signature-256", "sha256=" + hex.EncodeToString(ctMAC([]byte(secret), body))}
 		},
@@ -116,10 +117,21 @@ func (p ctPreset) deliver(t *testing.T, url, secret string, ts int64, id string,
 	if p.keyHeader != "" {
 		headers = append(headers, p.keyHeader, id)
 	}
+	if p.hookID != "" {
+		headers = append(headers, "X-GitHub-Hook-ID", p.hookID)
+	}
 	if tamper {
 		body = fmt.Sprintf(`{"id":%q,"event_id":%q,"amount":%d}`, id, id, amount*10)
 	}
 	return proxytest.Post(t, url+"/hooks/"+p.name, body, headers...)
+}
+
+// key is the stored key of the delivery with event id id.
+func (p ctPreset) key(id string) string {
+	if p.hookID != "" {
+		return p.hookID + ":" + id
+	}
+	return id
 }
 
 func ctNoRecord(t *testing.T, store dedupe.Store, key string) {
@@ -143,7 +155,7 @@ func TestPresetSignaturesEndToEnd(t *testing.T) {
 			if got := p.deliver(t, px.URL, p.current, now, "evt_a", 100, true); got.Status != http.StatusUnauthorized {
 				t.Fatalf("tampered: %d %s, want 401", got.Status, got.Body)
 			}
-			ctNoRecord(t, store, "evt_a")
+			ctNoRecord(t, store, p.key("evt_a"))
 			// The genuine delivery with that id still runs, once.
 			if got := p.deliver(t, px.URL, p.current, now, "evt_a", 100, false); got.Status != 200 || got.Replayed() {
 				t.Fatalf("valid after tampered: %d replayed=%v %s", got.Status, got.Replayed(), got.Body)
@@ -158,7 +170,7 @@ func TestPresetSignaturesEndToEnd(t *testing.T) {
 			if got := p.deliver(t, px.URL, p.wrong(), now, "evt_w", 1, false); got.Status != http.StatusUnauthorized {
 				t.Fatalf("wrong secret: %d, want 401", got.Status)
 			}
-			ctNoRecord(t, store, "evt_w")
+			ctNoRecord(t, store, p.key("evt_w"))
 			// Rotation: the previous secret is still accepted.
 			if got := p.deliver(t, px.URL, p.old, now, "evt_r", 1, false); got.Status != 200 {
 				t.Fatalf("previous secret: %d %s, want 200", got.Status, got.Body)
@@ -167,7 +179,7 @@ func TestPresetSignaturesEndToEnd(t *testing.T) {
 				if got := p.deliver(t, px.URL, p.current, now-3600, "evt_s", 1, false); got.Status != http.StatusUnauthorized {
 					t.Fatalf("stale timestamp: %d, want 401", got.Status)
 				}
-				ctNoRecord(t, store, "evt_s")
+				ctNoRecord(t, store, p.key("evt_s"))
 			}
 			if site.Executions("evt_w") != 0 || site.Executions("evt_s") != 0 || site.Executions("evt_r") != 1 {
 				t.Fatalf("executions: wrong secret %d, stale %d, rotated %d",
@@ -329,10 +341,10 @@ senders:
 	if !strings.Contains(px.Logs.String(), `"outcome":"would_duplicate"`) {
 		t.Errorf("no would_duplicate in the log:\n%s", px.Logs.String())
 	}
-	if rec, err := get(t, store, "s", "sh1"); err != nil || rec.State != dedupe.StateDone {
+	if rec, err := get(t, store, "s", gh.key("sh1")); err != nil || rec.State != dedupe.StateDone {
 		t.Fatalf("shadow still records: %+v, %v", rec, err)
 	}
-	ctNoRecord(t, store, "sh2")
+	ctNoRecord(t, store, gh.key("sh2"))
 }
 
 func TestInProgressRejectWithSignature(t *testing.T) {

@@ -131,3 +131,29 @@ func decideForward(s *contract.Sender, how outcome, status int, takeover bool, s
 	}
 	return d
 }
+
+// changedJudgement is what a changed payload under a stored key means
+// (row 7), by the sender's changed_payload.
+type changedJudgement struct {
+	res   dedupe.ClaimResult // the claim's result as the sender reads it
+	rekey bool               // claim again under contract.ChangedKey
+}
+
+// judgeChanged reads a Conflicting claim by the sender's changed_payload:
+// conflict keeps it (422, recorded); duplicate reads it as the stored
+// payload's own standing (done: its answer is replayed; at the site: wait;
+// held: 409); new_event claims the payload as its own event, once (a key
+// already extended never conflicts by its hash, so this cannot loop).
+func judgeChanged(s *contract.Sender, res dedupe.ClaimResult) changedJudgement {
+	if res.Outcome != dedupe.Conflicting {
+		return changedJudgement{res: res}
+	}
+	switch s.ChangedPayload {
+	case contract.ChangedDuplicate:
+		res.Outcome = dedupe.Standing(res.Record, res.Record.PayloadHash)
+		return changedJudgement{res: res}
+	case contract.ChangedNewEvent:
+		return changedJudgement{res: res, rekey: true}
+	}
+	return changedJudgement{res: res}
+}

@@ -78,3 +78,43 @@ func TestDecideForward(t *testing.T) {
 		})
 	}
 }
+
+// Row 7 by changed_payload: judgeChanged reads a Conflicting claim, then
+// decideClaim decides as for any claim.
+func TestJudgeChanged(t *testing.T) {
+	done := dedupe.Record{State: dedupe.StateDone, PayloadHash: "a", Response: &dedupe.Response{Status: 201}}
+	busy := dedupe.Record{State: dedupe.StateProcessing, PayloadHash: "a"}
+	held := dedupe.Record{State: dedupe.StateUnknown, PayloadHash: "a"}
+	for _, tt := range []struct {
+		row, cfg string
+		rec      dedupe.Record
+		rekey    bool
+		want     claimDecision
+	}{
+		{"7 conflict (default)", "", done, false, claimDecision{"7", OutcomeConflict, 422, actConflict, true}},
+		{"7 conflict", "    changed_payload: conflict\n", done, false, claimDecision{"7", OutcomeConflict, 422, actConflict, true}},
+		{"7 duplicate, first done: replayed", "    changed_payload: duplicate\n", done, false, claimDecision{"6", OutcomeDuplicate, 201, actReplay, false}},
+		{"7 duplicate, first at the site: waits", "    changed_payload: duplicate\n", busy, false, claimDecision{"8", OutcomeInProgress, 0, actWait, false}},
+		{"7 duplicate, first held", "    changed_payload: duplicate\n", held, false, claimDecision{"10a", OutcomeInProgress, 409, actHeld, false}},
+		{"7 new_event: claimed again", "    changed_payload: new_event\n", done, true, claimDecision{}},
+	} {
+		t.Run(tt.row, func(t *testing.T) {
+			s := sender(t, tt.cfg)
+			j := judgeChanged(s, dedupe.ClaimResult{Outcome: dedupe.Conflicting, Record: tt.rec})
+			if j.rekey != tt.rekey {
+				t.Fatalf("rekey %v, want %v", j.rekey, tt.rekey)
+			}
+			if tt.rekey {
+				return
+			}
+			if got := decideClaim(s, j.res, true); got != tt.want {
+				t.Errorf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	// Any other outcome is left as it is.
+	s := sender(t, "    changed_payload: duplicate\n")
+	if j := judgeChanged(s, dedupe.ClaimResult{Outcome: dedupe.Claimed}); j.rekey || j.res.Outcome != dedupe.Claimed {
+		t.Errorf("a new claim judged as changed: %+v", j)
+	}
+}

@@ -404,6 +404,7 @@ type delivery struct {
 	legacyHash string
 	owner      string
 	takeover   bool
+	unclaimed  bool // forwarded without dedupe (passthrough.go): no claim
 	// claimSent is when the claim that won was sent to the store (with
 	// the monotonic clock): its lease is surely ours only until
 	// claimSent + lease, however late the store's reply came.
@@ -631,15 +632,23 @@ func (d *delivery) decide(in contract.Inspection) {
 		return
 	}
 
-	// 3. Key and payload hash. A key no event id should hold (control
+	// 3. Forwarded without dedupe by the sender's choice (dedupe: off,
+	// no_dedupe, a preset's shape no key tells apart): proxy/passthrough.go.
+	if in.Passthrough != "" {
+		d.object = in.Object
+		d.passthrough(in.Passthrough)
+		return
+	}
+	// Key and payload hash. A key no event id should hold (control
 	// characters, invalid UTF-8) is refused whatever missing_key says.
 	if err := in.Unkeyed(); err != nil {
 		if s.Forwardable(err, in.Request) {
-			if s.MissingKey == contract.MissingPass || s.PassesUnkeyed(in.Request) {
-				d.done(OutcomePassthrough, 0, "reason", err.Error())
-			} else {
-				d.done(OutcomeMissingKey, 0, "reason", err.Error())
+			if s.MissingKey == contract.MissingPass {
+				d.object = in.Object
+				d.passthrough("missing_key: pass: " + err.Error())
+				return
 			}
+			d.done(OutcomeMissingKey, 0, "reason", err.Error())
 			d.forwardPlain()
 			return
 		}
@@ -672,6 +681,7 @@ func (d *delivery) decide(in contract.Inspection) {
 func (d *delivery) claimLoop() {
 	s, w := d.s, d.w
 	deadline := time.Now().Add(s.WaitTimeout)
+	rekeyed := false // changed_payload: new_event extends the key once
 	for {
 		d.owner = newOwner()
 		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
@@ -697,11 +707,25 @@ func (d *delivery) claimLoop() {
 			d.hash, d.legacyHash = d.legacyHash, ""
 			continue
 		}
-		dec := decideClaim(s, res, time.Now().Before(deadline))
+		// Row 7: what a changed payload means for this sender.
 		var attrs []any
-		switch res.Outcome {
-		case dedupe.Conflicting:
+		if res.Outcome == dedupe.Conflicting {
 			attrs = []any{"stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash}
+			changed := judgeChanged(s, res)
+			if changed.rekey && !rekeyed {
+				rekeyed = true
+				d.key = contract.ChangedKey(d.key, d.hash)
+				d.log.Info("changed payload under a known id: claimed as its own event",
+					append(attrs, "key", d.key, "changed_payload", s.ChangedPayload)...)
+				continue
+			}
+			if changed.res.Outcome != res.Outcome {
+				attrs = append(attrs, "changed_payload", s.ChangedPayload)
+			}
+			res = changed.res
+		}
+		dec := decideClaim(s, res, time.Now().Before(deadline))
+		switch res.Outcome {
 		case dedupe.Held:
 			attrs = []any{"state", "unknown"}
 		}
@@ -717,7 +741,7 @@ func (d *delivery) claimLoop() {
 			d.forwardPlain()
 		case actReplay:
 			d.p.hits.add(s.Name, d.key)
-			d.done(dec.outcome, dec.status)
+			d.done(dec.outcome, dec.status, attrs...)
 			replay(w, s, res.Record.Response)
 		case actConflict:
 			d.done(dec.outcome, dec.status, attrs...)
@@ -1120,6 +1144,9 @@ func (d *delivery) attempt(outcome string, status int) dedupe.Attempt {
 }
 
 func (d *delivery) release(att dedupe.Attempt) {
+	if d.unclaimed {
+		return // forwarded without dedupe: there is no claim to free
+	}
 	err := d.p.storeCall(d.r, d.s, "release", func(ctx context.Context) error {
 		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner, att)
 	})

@@ -175,7 +175,12 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		in.Key, in.KeyErr = s.Key(in.Request)
 		in.Hash, in.LegacyHash, in.HashErr = s.RequestHash(in.Request)
 	}
-	if in.KeyErr != nil {
+	if in.Passthrough != "" {
+		fmt.Fprintf(out, "dedupe: none for this delivery, forwarded to the site as it is (%s)\n", in.Passthrough)
+	}
+	if in.Passthrough != "" && len(s.Keys) == 0 {
+		// A sender without a key (dedupe: off, bitrix24): no key to show.
+	} else if in.KeyErr != nil {
 		policy := "missing_key: " + string(s.MissingKey)
 		if s.Forwardable(in.KeyErr, in.Request) && s.PassesUnkeyed(in.Request) {
 			policy = "a " + s.Preset + " message without an event id: passed to the site without dedupe"
@@ -192,6 +197,8 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 	if ser := s.Serialize; ser != nil {
 		if in.Object != "" {
 			fmt.Fprintf(out, "serialize: scope %s, object %s (one delivery about it at the site at a time; waits up to %s)\n", ser.Scope, in.Object, ser.Wait)
+		} else if in.SigErr == nil && contract.KeyUnreadable(in.ObjectErr) {
+			fmt.Fprintf(out, "serialize: scope %s, object unreadable: %v (refused with 400; in shadow mode runs unserialized)\n", ser.Scope, in.ObjectErr)
 		} else if in.SigErr == nil {
 			fmt.Fprintf(out, "serialize: scope %s, no object: %v (runs unserialized)\n", ser.Scope, in.ObjectErr)
 		}
@@ -210,10 +217,14 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		return taken("forwarded untouched (shadow mode; enforced it gets 401)")
 	case in.SigErr != nil:
 		return refused(http.StatusUnauthorized, "the signature does not hold")
+	case in.Passthrough != "":
+		return taken("forwarded to the site without dedupe (" + in.Passthrough + ")")
 	case in.Unkeyed() != nil && s.Forwardable(in.Unkeyed(), in.Request):
 		return taken("forwarded to the site without dedupe (no event id)")
 	case in.Unkeyed() != nil:
 		return refused(http.StatusBadRequest, "no usable event id")
+	case s.Serialize != nil && contract.KeyUnreadable(in.ObjectErr) && !s.Shadow():
+		return refused(http.StatusBadRequest, "the serialize key cannot be read as the site reads it")
 	case s.Shadow():
 		return taken("claimed as " + s.Name + ":" + in.Key + " in shadow mode (forwarded whatever the store says)")
 	}

@@ -167,7 +167,9 @@ func bitrixStorm(args []string) error {
 		}
 		for attempt := 1; attempt <= limit && ctx.Err() == nil; attempt++ {
 			k := 1
-			if attempt == 1 {
+			if attempt == 1 && pr.attempts != 1 {
+				// A provider that never resends (Bitrix24) sends no
+				// copies either: a second delivery is another event.
 				k = *copies
 			}
 			var wg sync.WaitGroup
