@@ -635,8 +635,9 @@ func (d *delivery) decide(in contract.Inspection) {
 	// 3. Forwarded without dedupe by the sender's choice (dedupe: off,
 	// no_dedupe, a preset's shape no key tells apart): proxy/passthrough.go.
 	if in.Passthrough != "" {
-		d.object = in.Object
-		d.passthrough(in.Passthrough)
+		if d.objectKey(in) {
+			d.passthrough(in.Passthrough)
+		}
 		return
 	}
 	// Key and payload hash. A key no event id should hold (control
@@ -644,8 +645,9 @@ func (d *delivery) decide(in contract.Inspection) {
 	if err := in.Unkeyed(); err != nil {
 		if s.Forwardable(err, in.Request) {
 			if s.MissingKey == contract.MissingPass {
-				d.object = in.Object
-				d.passthrough("missing_key: pass: " + err.Error())
+				if d.objectKey(in) {
+					d.passthrough("missing_key: pass: " + err.Error())
+				}
 				return
 			}
 			d.done(OutcomeMissingKey, 0, "reason", err.Error())
@@ -657,22 +659,33 @@ func (d *delivery) decide(in contract.Inspection) {
 		return
 	}
 	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
-	d.object = in.Object
-	if err := in.ObjectErr; err != nil {
-		// serialize is never silently off: an object key that is there
-		// but unreadable is refused as an unreadable event key is (a
-		// captured delivery with the header sent twice cannot run beside
-		// its object's other deliveries); an absent one runs unserialized,
-		// logged and counted. Shadow mode forwards either way.
-		d.objectErr = err
-		if contract.KeyUnreadable(err) && !s.Shadow() {
-			d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", "serialize key unreadable")
-			answerUnreadable(w, "the serialize key cannot be read as the site reads it: "+err.Error())
-			return
-		}
-		d.p.m.unserial.WithLabelValues(s.Name).Inc()
+	if d.objectKey(in) {
+		d.claimLoop()
 	}
-	d.claimLoop()
+}
+
+// objectKey takes the delivery's business object (serialize) from the
+// inspection, for a claimed delivery and one forwarded without dedupe
+// alike. serialize is never silently off: an object key that is there but
+// unreadable is refused as an unreadable event key is (a copy of a
+// captured delivery with the header sent twice cannot run beside its
+// object's other deliveries): answered here, false. An absent one runs
+// unserialized, logged (object_err) and counted. Shadow mode forwards
+// either way.
+func (d *delivery) objectKey(in contract.Inspection) bool {
+	d.object = in.Object
+	err := in.ObjectErr
+	if err == nil {
+		return true
+	}
+	d.objectErr = err
+	if contract.KeyUnreadable(err) && !d.s.Shadow() {
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", "serialize key unreadable")
+		answerUnreadable(d.w, "the serialize key cannot be read as the site reads it: "+err.Error())
+		return false
+	}
+	d.p.m.unserial.WithLabelValues(d.s.Name).Inc()
+	return true
 }
 
 // claimLoop runs rows 4 to 9 of the decision table (decideClaim judges,

@@ -134,3 +134,23 @@ senders:
 		t.Errorf("hookonce_unserialized_total = %v, want 1", n)
 	}
 }
+
+// The same holds for deliveries forwarded without dedupe (dedupe: off,
+// amoCRM's and Bitrix24's way): serialize is all that keeps two of them
+// about one order apart, so an unreadable order key is refused there too.
+func TestSerializeUnreadableObjectRefusedWithoutDedupe(t *testing.T) {
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: crm
+    match: { path: /hooks/crm }
+    dedupe: off
+    serialize: { key: [ { header: X-Order } ] }
+`)
+	if r := proxytest.Post(t, px.URL+"/hooks/crm", `{"id":"c1"}`, "X-Order", "o1", "X_Order", "o2"); r.Status != http.StatusBadRequest || site.Executions("c1") != 0 {
+		t.Fatalf("order header under two spellings: %d, executions %d; want 400 and none", r.Status, site.Executions("c1"))
+	}
+	if r := proxytest.Post(t, px.URL+"/hooks/crm", `{"id":"c1"}`, "X-Order", "o1"); r.Status != 200 || site.Executions("c1") != 1 {
+		t.Fatalf("genuine delivery: %d, executions %d; want it run", r.Status, site.Executions("c1"))
+	}
+}
