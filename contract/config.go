@@ -546,6 +546,10 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			s.Success = p.Success
 			s.presetMethods = p.Methods
 			s.PassUnkeyed = p.PassUnkeyed
+			s.DuplicateStatus = presetDuplicateStatus(sf.Preset)
+			if presetForwardsUnkeyed(sf.Preset) && len(sf.Key) == 0 {
+				s.MissingKey = MissingPass
+			}
 		}
 	}
 	if sf.Success != nil {
@@ -596,7 +600,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	}
 
 	s.Keys = append(s.Keys, compileKeyParts("key", sf.Key, bad)...)
-	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" {
+	if len(s.Keys) == 0 && len(sf.Key) == 0 && s.Name != "" && !presetForwardsUnkeyed(s.Preset) {
 		bad("key", "required: at least one of header, body, query, form or request (or a preset that sets it)")
 	}
 
@@ -631,6 +635,12 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		v, sigProbs := compileSignature(*sigCfg, dir)
 		probs = append(probs, sigProbs...)
 		s.verifier = v
+	}
+	if s.verifier != nil || sigCfg == nil {
+		probs = append(probs, s.bindSuccessSecrets()...)
+	}
+	if len(s.Keys) == 0 && s.MissingKey != MissingPass && presetForwardsUnkeyed(s.Preset) {
+		bad("missing_key", "preset %s names no event id, so every delivery goes to the site: name one with key, or leave missing_key out", s.Preset)
 	}
 	if len(probs) > 0 {
 		return nil, probs
