@@ -244,6 +244,10 @@ func TestSuccessDigest(t *testing.T) {
 			t.Errorf("%s: %v, want an error with %q", tt.yaml, err, tt.want)
 		}
 	}
+	// A reference whose name holds a colon is still a reference.
+	if _, err := contract.ParseTemplate("OK{body.a:b}{form.x}"); err != nil {
+		t.Errorf("a body path with a colon: %v", err)
+	}
 	// A digest of the secret needs a sender that has one.
 	if _, err := contract.Parse([]byte(senderYAML("key: [{form: a}]", "success: {body: 'OK {md5:{secret}}'}")), "x.yaml"); err == nil ||
 		!strings.Contains(err.Error(), "signature secret") {

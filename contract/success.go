@@ -149,6 +149,21 @@ func digestRef(text string, i int) (alg string, end int, err error) {
 	return "", 0, fmt.Errorf("{%s:…}: unclosed {", name)
 }
 
+// looksLikeDigest reports whether a reference starts "name:" with a short
+// lower-case name (a digest, known or not), not "source.name".
+func looksLikeDigest(ref string) bool {
+	name, _, ok := strings.Cut(ref, ":")
+	if !ok || name == "" || len(name) > 8 {
+		return false
+	}
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func parseTemplateIn(text string, withSecret, withDigest bool) (*Template, error) {
 	t := &Template{text: text}
 	var lit strings.Builder
@@ -164,7 +179,7 @@ func parseTemplateIn(text string, withSecret, withDigest bool) (*Template, error
 		case c == '{' && strings.HasPrefix(text[i:], "{{"), c == '}' && strings.HasPrefix(text[i:], "}}"):
 			lit.WriteByte(c)
 			i++
-		case c == '{' && withDigest && strings.Contains(text[i:min(len(text), i+8)], ":"):
+		case c == '{' && withDigest && looksLikeDigest(text[i+1:]):
 			alg, end, err := digestRef(text, i)
 			if err != nil {
 				return nil, err
