@@ -110,6 +110,20 @@ func (s *shopSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// answerOn makes the handler on path answer status and body from now on.
+func (s *shopSite) answerOn(path string, status int, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = func(w http.ResponseWriter, p, _ string) bool {
+		if p != path {
+			return false
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+		return true
+	}
+}
+
 // executions returns the site's runs on path, by event id.
 func (s *shopSite) executions(path string) map[string]int {
 	s.mu.Lock()
@@ -210,16 +224,7 @@ func TestProbeFailsAgainstARefusingDeployment(t *testing.T) {
 		})
 	}
 	t.Run("Forbidden", func(t *testing.T) {
-		d.site.mu.Lock()
-		d.site.answer = func(w http.ResponseWriter, path, _ string) bool {
-			if path != "/robokassa/result.php" {
-				return false
-			}
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = io.WriteString(w, "forbidden")
-			return true
-		}
-		d.site.mu.Unlock()
+		d.site.answerOn("/robokassa/result.php", http.StatusForbidden, "forbidden")
 		res, out := d.probe(t, "robokassa", presetSecret)
 		t.Logf("table:\n%s", out)
 		if res.Passed() {
@@ -235,15 +240,7 @@ func TestProbeFailsAgainstARefusingDeployment(t *testing.T) {
 		}
 	})
 	t.Run("NotTheSuccessAnswer", func(t *testing.T) {
-		d.site.mu.Lock()
-		d.site.answer = func(w http.ResponseWriter, path, _ string) bool {
-			if path != "/paykeeper/result.php" {
-				return false
-			}
-			_, _ = io.WriteString(w, "Error! Hash mismatch")
-			return true
-		}
-		d.site.mu.Unlock()
+		d.site.answerOn("/paykeeper/result.php", http.StatusOK, "Error! Hash mismatch")
 		res, out := d.probe(t, "paykeeper", presetSecret)
 		t.Logf("table:\n%s", out)
 		if res.Passed() {
