@@ -54,9 +54,9 @@ var paykeeper = preset{
 // code and the time the status was set, so those are in the key; for the
 // other types (PRINT_FORM, DOWNLOAD_PHOTO, PREALERT_CLOSED, …) the uuid
 // names the form, the photo set or the prealert itself, which is ready or
-// closed once, and the two status parts are left out. CDEK neither signs
-// its webhooks nor publishes the addresses it sends from, so the preset
-// checks a secret token the shop adds to the URL it registers
+// closed once, and the two status parts are left out. CDEK's webhook
+// documentation names no signature and no addresses it sends from, so the
+// preset checks a secret token the shop adds to the URL it registers
 // (https://shop.example/cdek-hook.php?token=…), compared in constant
 // time. CDEK does not resend: "In case of failed connection, the system
 // will not try to send the message again", so there is no retry window.
