@@ -588,6 +588,15 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			s.Success = p.Success
 			s.presetMethods = p.Methods
 			s.NoDedupe = append([]NoDedupeShape(nil), p.NoDedupe...)
+			if len(sf.Key) > 0 {
+				// A key of the operator's own is a claim that it names one
+				// notification: the preset's forwarding of every delivery
+				// (bitrix24, woocommerce) gives way; its named shapes stay.
+				s.NoDedupe = slices.DeleteFunc(s.NoDedupe, func(sh NoDedupeShape) bool {
+					return len(sh.When) == 0 && !sh.IfKeyMissing
+				})
+			}
+			s.DuplicateStatus = presetDuplicateStatus(sf.Preset)
 			if p.ChangedPayload != "" {
 				s.ChangedPayload = p.ChangedPayload
 			}
@@ -685,6 +694,9 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		v, sigProbs := compileSignature(*sigCfg, dir)
 		probs = append(probs, sigProbs...)
 		s.verifier = v
+	}
+	if s.verifier != nil || sigCfg == nil {
+		probs = append(probs, s.bindSuccessSecrets()...)
 	}
 	if len(probs) > 0 {
 		return nil, probs

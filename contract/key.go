@@ -117,6 +117,9 @@ func (s *Sender) Key(req *Request) (string, error) { return joinKey(s.Keys, req)
 
 // joinKey reads parts and joins them, each escaped, with ":".
 func joinKey(parts []KeyPart, req *Request) (string, error) {
+	if len(parts) == 0 { // a preset that names no event id (woocommerce)
+		return "", fmt.Errorf("%w: the sender names no event id", ErrMissingKey)
+	}
 	if len(parts) == 1 && !parts[0].omissible() {
 		return parts[0].extract(req)
 	}

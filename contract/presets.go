@@ -143,6 +143,10 @@ var presets = map[string]preset{
 	"cloudpayments": cloudpayments,
 	"rbs":           rbs,
 	"bitrix24":      bitrix24,
+	"telegram":      telegram,
+	"paykeeper":     paykeeper,
+	"cdek":          cdek,
+	"woocommerce":   woocommerce,
 }
 
 // The payment senders of a 1C-Bitrix shop. Each reads its values where

@@ -2,6 +2,8 @@ package contract
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,6 +28,10 @@ type Success struct {
 	Body        *Template      // the body, whitespace trimmed, equals it
 	BodyMatches *regexp.Regexp // the body matches it
 	JSON        []JSONWant     // the body is JSON with these fields
+
+	// secrets fill {secret} in Body's digests: the sender's signature
+	// secrets, current first (see bindSuccessSecrets).
+	secrets [][]byte
 }
 
 // JSONWant is one field an answer must hold: a gjson path and a value
@@ -50,8 +56,7 @@ func (s *Sender) Succeeded(req *Request, status int, body []byte) (bool, string)
 	case su == nil:
 		return true, ""
 	case su.Body != nil:
-		want := su.Body.Render(req)
-		if string(bytes.TrimSpace(body)) != want {
+		if !su.bodyMatches(req, bytes.TrimSpace(body)) {
 			return false, "the answer's body is not the success body " + su.Body.String()
 		}
 	case su.BodyMatches != nil:
@@ -90,6 +95,14 @@ func jsonEquals(got gjson.Result, want any) bool {
 // Template is text with {source.name} parts taken from the request:
 // "OK{form.InvId}" answers Robokassa's payment InvId=42 with "OK42".
 // "{{" and "}}" stand for literal braces.
+//
+// A success body may also hold a digest, {md5:…}, {sha1:…}, {sha256:…}
+// or {sha512:…}: the text inside (literals, {source.name} parts and
+// {secret}, the sender's signature secret) is hashed and written as
+// lower-case hex. PayKeeper's "OK {md5:{request.id}{secret}}" is the
+// shop's answer "OK " + md5(id + secret word). The secret only ever goes
+// into a digest: a success body cannot hold it as text, and nothing
+// hookonce writes (logs, errors, check) holds the rendered digest.
 type Template struct {
 	text  string
 	parts []templatePart
@@ -97,17 +110,61 @@ type Template struct {
 
 type templatePart struct {
 	lit    string
-	src    Source // "" for a literal or the secret
+	src    Source // "" for a literal, the secret or a digest
 	name   string
-	secret bool // {secret}: only in signature messages
+	secret bool      // {secret}: in signature messages and inside digests
+	digest string    // {md5:…}: the algorithm; inner is what it hashes
+	inner  *Template // the digest's text
 }
 
 // ParseTemplate compiles a success body template.
 func ParseTemplate(text string) (*Template, error) { return parseTemplate(text, false) }
 
 // parseTemplate compiles text; withSecret allows {secret}, which only a
-// signature message may hold.
+// signature message may hold as text. A success body (withSecret false)
+// may hold digests, and {secret} inside them.
 func parseTemplate(text string, withSecret bool) (*Template, error) {
+	return parseTemplateIn(text, withSecret, !withSecret)
+}
+
+// digestRef splits "{md5:" at text[i:] into the algorithm and the index
+// of the digest's closing brace; ok false when text[i:] is no digest.
+func digestRef(text string, i int) (alg string, end int, err error) {
+	name, _, found := strings.Cut(text[i+1:], ":")
+	if !found || hashAlgorithms[name] == nil {
+		return "", 0, nil
+	}
+	depth := 0
+	for j := i; j < len(text); j++ {
+		switch text[j] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return name, j, nil
+			}
+		}
+	}
+	return "", 0, fmt.Errorf("{%s:…}: unclosed {", name)
+}
+
+// looksLikeDigest reports whether a reference starts "name:" with a short
+// lower-case name (a digest, known or not), not "source.name".
+func looksLikeDigest(ref string) bool {
+	name, _, ok := strings.Cut(ref, ":")
+	if !ok || name == "" || len(name) > 8 {
+		return false
+	}
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseTemplateIn(text string, withSecret, withDigest bool) (*Template, error) {
 	t := &Template{text: text}
 	var lit strings.Builder
 	flush := func() {
@@ -122,6 +179,22 @@ func parseTemplate(text string, withSecret bool) (*Template, error) {
 		case c == '{' && strings.HasPrefix(text[i:], "{{"), c == '}' && strings.HasPrefix(text[i:], "}}"):
 			lit.WriteByte(c)
 			i++
+		case c == '{' && withDigest && looksLikeDigest(text[i+1:]):
+			alg, end, err := digestRef(text, i)
+			if err != nil {
+				return nil, err
+			}
+			if alg == "" {
+				ref, _, _ := strings.Cut(text[i+1:], "}")
+				return nil, fmt.Errorf("{%s}: want a digest {md5:…}, {sha1:…}, {sha256:…} or {sha512:…}", ref)
+			}
+			inner, err := parseTemplateIn(text[i+len(alg)+2:end], true, false)
+			if err != nil {
+				return nil, fmt.Errorf("{%s:…}: %v", alg, err)
+			}
+			flush()
+			t.parts = append(t.parts, templatePart{digest: alg, inner: inner})
+			i = end
 		case c == '{':
 			end := strings.IndexByte(text[i:], '}')
 			if end < 0 {
@@ -142,8 +215,13 @@ func parseTemplate(text string, withSecret bool) (*Template, error) {
 			}
 			if !ok || name == "" {
 				want := "{form.NAME}, {query.NAME}, {request.NAME}, {header.NAME} or {body.PATH}"
-				if withSecret {
+				switch {
+				case withSecret:
 					want += ", or {secret}"
+				case withDigest && ref == "secret":
+					return nil, errors.New("{secret}: a success body holds the secret only inside a digest, such as {md5:{request.id}{secret}}")
+				case withDigest:
+					want += ", or a digest such as {md5:…}"
 				}
 				return nil, fmt.Errorf("{%s}: want %s", ref, want)
 			}
@@ -161,18 +239,80 @@ func parseTemplate(text string, withSecret bool) (*Template, error) {
 	return t, nil
 }
 
-// Render fills the template from req; an absent value renders empty.
-func (t *Template) Render(req *Request) string {
+// Render fills the template from req; an absent value renders empty. A
+// template that holds the secret needs RenderSecret.
+func (t *Template) Render(req *Request) string { return t.RenderSecret(req, nil) }
+
+// RenderSecret fills the template from req with secret as {secret}
+// (inside its digests).
+func (t *Template) RenderSecret(req *Request, secret []byte) string {
 	var b strings.Builder
-	for _, p := range t.parts {
-		if p.src == "" {
-			b.WriteString(p.lit)
-			continue
-		}
-		v, _, _ := req.Value(p.src, p.name)
-		b.WriteString(v)
-	}
+	t.render(&b, req, secret)
 	return strings.TrimSpace(b.String())
+}
+
+func (t *Template) render(b *strings.Builder, req *Request, secret []byte) {
+	for _, p := range t.parts {
+		switch {
+		case p.digest != "":
+			var in strings.Builder
+			p.inner.render(&in, req, secret)
+			h := hashAlgorithms[p.digest]()
+			h.Write([]byte(in.String()))
+			b.WriteString(hex.EncodeToString(h.Sum(nil)))
+		case p.secret:
+			b.Write(secret)
+		case p.src == "":
+			b.WriteString(p.lit)
+		default:
+			v, _, _ := req.Value(p.src, p.name)
+			b.WriteString(v)
+		}
+	}
+}
+
+// holdsSecret reports whether {secret} is in the template or its digests.
+func (t *Template) holdsSecret() bool {
+	for _, p := range t.parts {
+		if p.secret || (p.inner != nil && p.inner.holdsSecret()) {
+			return true
+		}
+	}
+	return false
+}
+
+// bodyMatches compares a success body with the template, under each of
+// the sender's current secrets when the template holds one.
+func (su *Success) bodyMatches(req *Request, body []byte) bool {
+	if !su.Body.holdsSecret() {
+		return string(body) == su.Body.Render(req)
+	}
+	for _, key := range su.secrets {
+		if hmac.Equal(body, []byte(su.Body.RenderSecret(req, key))) {
+			return true
+		}
+	}
+	return false
+}
+
+// bindSecrets gives a success body that holds {secret} the sender's
+// signature secrets (a digest or hmac scheme's). The preset's Success is
+// shared, so the sender gets its own copy.
+func (s *Sender) bindSuccessSecrets() []Problem {
+	if s.Success == nil || s.Success.Body == nil || !s.Success.Body.holdsSecret() {
+		return nil
+	}
+	var keys [][]byte
+	if v, ok := s.verifier.(*messageVerifier); ok {
+		keys = v.keys
+	}
+	if len(keys) == 0 {
+		return []Problem{{Field: "success.body", Msg: "{secret} needs the sender's signature secret: a digest or hmac signature with secret, secret_env or secret_file"}}
+	}
+	su := *s.Success
+	su.secrets = keys
+	s.Success = &su
+	return nil
 }
 
 func (t *Template) String() string { return strconv.Quote(t.text) }

@@ -29,7 +29,7 @@ type conflict struct {
 	Key string `json:"key"`
 }
 
-// counts are the store's records and conflicts carrying this run's prefix.
+// counts are the store's records and conflicts of this run's two events.
 type counts struct{ records, conflicts int }
 
 func (r *runner) admin(ctx context.Context, method, path string, query url.Values, out any) (int, error) {
@@ -71,7 +71,8 @@ func (r *runner) admin(ctx context.Context, method, path string, query url.Value
 }
 
 // counts lists the sender's recent records and conflicts and counts this
-// run's. Probe events are the newest, so the list limit does not hide them.
+// run's (by their stored keys). Probe events are the newest, so the list
+// limit does not hide them.
 func (r *runner) counts(ctx context.Context) (counts, error) {
 	var c counts
 	var recs []record
@@ -80,7 +81,7 @@ func (r *runner) counts(ctx context.Context) (counts, error) {
 		return c, err
 	}
 	for _, rec := range recs {
-		if strings.HasPrefix(rec.Key, r.run) {
+		if rec.Key == r.newKey || rec.Key == r.parKey {
 			c.records++
 		}
 	}
@@ -89,7 +90,7 @@ func (r *runner) counts(ctx context.Context) (counts, error) {
 		return c, err
 	}
 	for _, x := range cs {
-		if strings.HasPrefix(x.Key, r.run) {
+		if x.Key == r.newKey || x.Key == r.parKey {
 			c.conflicts++
 		}
 	}

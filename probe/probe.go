@@ -14,7 +14,6 @@ package probe
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,7 +53,10 @@ type Config struct {
 	KeyHeader string
 	KeyField  string
 
-	// Secret and Scheme sign each delivery; empty Secret sends unsigned.
+	// Scheme is the sender's preset (or bare scheme): the probe sends and
+	// signs each delivery as that sender does, with Secret. Empty sends
+	// unsigned JSON. Presets the probe cannot stand in for are refused by
+	// name (see Validate).
 	Secret string
 	Scheme string
 
@@ -146,10 +148,14 @@ func retryable(status int) bool {
 
 type runner struct {
 	cfg    Config
+	shape  shape
 	url    string
 	client *http.Client
 	run    string
 	res    *Result
+	// ids of the run's two events, and the keys hookonce stores them under.
+	newID, parID   string
+	newKey, parKey string
 }
 
 // Validate reports a usage problem in cfg, or nil.
@@ -172,9 +178,16 @@ func (c *Config) Validate() error {
 	if c.Parallel < 0 || c.Parallel == 1 || c.Parallel > 200 {
 		probs = append(probs, fmt.Sprintf("--parallel %d: want 2..200", c.Parallel))
 	}
-	if c.Secret != "" || c.Scheme != "" {
-		if _, ok := signers[c.Scheme]; !ok {
-			probs = append(probs, fmt.Sprintf("--scheme %q: want one of %s", c.Scheme, schemeList()))
+	if why, ok := refused[c.Scheme]; ok {
+		probs = append(probs, fmt.Sprintf("--scheme %s: the probe cannot test this sender: %s", c.Scheme, why))
+	} else if sh, ok := shapes[c.Scheme]; !ok || (c.Secret != "" && c.Scheme == "") {
+		probs = append(probs, fmt.Sprintf("--scheme %q: want one of %s (the sender's preset)", c.Scheme, schemeList()))
+	} else {
+		if c.Scheme != "" && c.Secret == "" {
+			probs = append(probs, fmt.Sprintf("--scheme %s needs --secret: the sender's secret, to sign as %s does", c.Scheme, c.Scheme))
+		}
+		if sh.ownKey && (c.KeyHeader != "" || c.KeyField != "") {
+			probs = append(probs, fmt.Sprintf("--key-header and --key-field do not apply to %s: the preset fixes where its event id goes", c.Scheme))
 		}
 	}
 	if len(probs) > 0 {
@@ -213,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.KeyHeader == "" && cfg.KeyField == "" {
 		cfg.KeyField = DefaultKeyField
 	}
-	r := &runner{cfg: cfg, client: cfg.Client, res: &Result{}}
+	r := &runner{cfg: cfg, shape: shapes[cfg.Scheme], client: cfg.Client, res: &Result{}}
 	if r.client == nil {
 		r.client = &http.Client{Timeout: cfg.Timeout}
 	}
@@ -225,6 +238,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.url = u.String()
 	now := cfg.Now().UTC()
 	r.run = fmt.Sprintf("%s-%s-%09d", cfg.Prefix, now.Format("20060102T150405"), now.Nanosecond())
+	r.newID, r.parID = r.run+"-new", r.run+"-parallel"
+	if r.shape.numericID { // unique per run: the run's microsecond, and the next one
+		r.newID, r.parID = fmt.Sprint(now.UnixMicro()), fmt.Sprint(now.UnixMicro()+1)
+	}
+	r.newKey, r.parKey = r.shape.recordKey(r.newID), r.shape.recordKey(r.parID)
 	r.protocol(ctx)
 	return r.res, nil
 }
@@ -259,30 +277,41 @@ func (r *runner) protocol(ctx context.Context) {
 		count = got
 	}
 
-	// 1. A new event reaches the site once and its answer is stored.
-	key := r.run + "-new"
-	body := r.body(key, 1)
-	first := r.send(ctx, key, body)
-	r.add("new event", "final answer from the site, not replayed", first.String(),
-		first.err == nil && !retryable(first.status) && first.status != http.StatusUnauthorized && !first.replayed())
+	// 1. A new event reaches the site once and its answer is stored. A
+	// refusal (401, 403, 404, any 4xx or 5xx) is the deployment or the
+	// site saying no: the protocol wanted the site's answer, so it fails.
+	newEvent := r.delivery(r.newID, 1)
+	first := r.send(ctx, r.newKey, newEvent)
+	r.add("new event", "the site's answer (2xx or 3xx), not replayed", first.String(),
+		first.err == nil && first.status >= 200 && first.status < 400 && !first.replayed())
+	if r.shape.success != nil && first.err == nil {
+		ok, obs := r.shape.success(&r.cfg, r.newID, first.status, first.body)
+		r.add("new event: success answer", r.shape.answer+" ("+r.cfg.Scheme+"'s success answer)", obs, ok)
+	}
 	phase("new event", 1, 0)
 	if admin {
-		r.checkStored(ctx, key, first)
+		r.checkStored(ctx, r.newKey, first)
 	}
 
-	// 2. The exact repeat is answered from the store, byte for byte.
-	again := r.send(ctx, key, body)
-	same := again.err == nil && again.status == first.status && bytes.Equal(again.body, first.body)
-	obs := again.String()
-	if again.err == nil && !same {
-		obs += fmt.Sprintf(", body %s", sameOrDiffers(again.body, first.body))
+	// 2. The exact repeat is answered from the store, byte for byte (or,
+	// for a preset that answers repeats with an empty 200, so).
+	again := r.send(ctx, r.newKey, newEvent)
+	if r.shape.emptyRepeat {
+		r.add("exact repeat", fmt.Sprintf("200, empty body, %s: true", ReplayHeader), again.String()+", "+describeBody(again.body),
+			again.err == nil && again.status == http.StatusOK && len(again.body) == 0 && again.replayed())
+	} else {
+		same := again.err == nil && again.status == first.status && bytes.Equal(again.body, first.body)
+		obs := again.String()
+		if again.err == nil && !same {
+			obs += fmt.Sprintf(", body %s", sameOrDiffers(again.body, first.body))
+		}
+		r.add("exact repeat", fmt.Sprintf("%d, same body, %s: true", first.status, ReplayHeader), obs, same && again.replayed())
 	}
-	r.add("exact repeat", fmt.Sprintf("%d, same body, %s: true", first.status, ReplayHeader), obs, same && again.replayed())
 	phase("exact repeat", 0, 0)
 
 	// 3. The same id with another body is refused as a conflict, or, for
 	// a sender whose changed_payload is duplicate, answered as the first.
-	changed := r.send(ctx, key, r.body(key, 2))
+	changed := r.send(ctx, r.newKey, r.delivery(r.newID, 2))
 	if r.cfg.ChangedPayload == "duplicate" {
 		r.add("same id, other body", fmt.Sprintf("%d, the first's body, replayed (changed_payload: duplicate)", first.status), changed.String(),
 			changed.err == nil && changed.status == first.status && changed.replayed() && bytes.Equal(changed.body, first.body))
@@ -290,13 +319,13 @@ func (r *runner) protocol(ctx context.Context) {
 	} else {
 		r.add("same id, other body", "4xx conflict, not replayed", changed.String(),
 			changed.err == nil && changed.status >= 400 && changed.status < 500 &&
-				changed.status != http.StatusUnauthorized && !changed.replayed() && !bytes.Equal(changed.body, first.body))
+				changed.status != http.StatusUnauthorized && changed.status != http.StatusForbidden &&
+				!changed.replayed() && !bytes.Equal(changed.body, first.body))
 		phase("same id, other body", 0, 1)
 	}
 
 	// 4. N parallel deliveries of one new id: one execution, one answer.
-	pkey := r.run + "-parallel"
-	r.parallel(ctx, pkey)
+	r.parallel(ctx)
 	phase(fmt.Sprintf("%d parallel deliveries", r.cfg.Parallel), 1, 0)
 
 	if admin {
@@ -305,11 +334,10 @@ func (r *runner) protocol(ctx context.Context) {
 }
 
 // parallel fires Parallel copies of one delivery at once.
-func (r *runner) parallel(ctx context.Context, key string) {
+func (r *runner) parallel(ctx context.Context) {
 	n := r.cfg.Parallel
-	body := r.body(key, 1)
-	r.res.Keys = appendUnique(r.res.Keys, key)
-	req := r.request(key, body) // one signature for every copy, as a retrying sender would send
+	r.res.Keys = appendUnique(r.res.Keys, r.parKey)
+	req := r.delivery(r.parID, 1) // one signature for every copy, as a retrying sender would send
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -339,6 +367,12 @@ func (r *runner) parallel(ctx context.Context, key string) {
 			continue
 		case !rp.replayed():
 			fresh++
+			if r.shape.emptyRepeat { // repeats are empty 200s; the site's answer is the fresh one
+				if retryable(rp.status) {
+					identical = false
+				}
+				continue
+			}
 		}
 		if ref == nil {
 			ref = rp
@@ -361,11 +395,13 @@ func (r *runner) parallel(ctx context.Context, key string) {
 		idObs = "answers differ"
 	} else if retryable(ref.status) {
 		idObs = fmt.Sprintf("all %d (retryable)", ref.status)
+	} else if ref.status >= 400 {
+		idObs = fmt.Sprintf("all %d (refused)", ref.status)
 	} else {
 		idObs = fmt.Sprintf("all %d, same body", ref.status)
 	}
 	r.add(fmt.Sprintf("%d parallel, answers", n), "identical status and body", idObs,
-		ref != nil && identical && !retryable(ref.status) && errs == 0)
+		ref != nil && identical && ref.status >= 200 && ref.status < 400 && errs == 0)
 }
 
 func sameOrDiffers(a, b []byte) string {
@@ -391,21 +427,6 @@ func shortErr(err error) string {
 	return s
 }
 
-// body renders the probe's JSON payload; variant changes the bytes (and the
-// canonical JSON) without changing the key.
-func (r *runner) body(key string, variant int) []byte {
-	doc := map[string]any{
-		"probe":   true,
-		"variant": variant,
-		"note":    "hookonce probe test event; safe to ignore",
-	}
-	if r.cfg.KeyHeader == "" {
-		setPath(doc, strings.Split(r.cfg.KeyField, "."), key)
-	}
-	b, _ := json.Marshal(doc)
-	return b
-}
-
 func setPath(doc map[string]any, path []string, v string) {
 	for _, p := range path[:len(path)-1] {
 		next, ok := doc[p].(map[string]any)
@@ -418,28 +439,17 @@ func setPath(doc map[string]any, path []string, v string) {
 	doc[path[len(path)-1]] = v
 }
 
-// template is a delivery that can be sent any number of times.
-type template struct {
-	body   []byte
-	header http.Header
+// delivery renders event id in variant v as the sender would send it.
+func (r *runner) delivery(id string, v int) delivery {
+	d := r.shape.build(&r.cfg, id, v, r.cfg.Now())
+	d.header.Set("User-Agent", "hookonce-probe")
+	return d
 }
 
-func (r *runner) request(key string, body []byte) template {
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "hookonce-probe")
-	if r.cfg.KeyHeader != "" {
-		h.Set(r.cfg.KeyHeader, key)
-	}
-	if r.cfg.Secret != "" {
-		signers[r.cfg.Scheme](h, r.cfg.Secret, key, body, r.cfg.Now())
-	}
-	return template{body: body, header: h}
-}
-
-func (r *runner) send(ctx context.Context, key string, body []byte) reply {
+// send delivers d, noting key (the stored key) as one the probe created.
+func (r *runner) send(ctx context.Context, key string, d delivery) reply {
 	r.res.Keys = appendUnique(r.res.Keys, key)
-	return r.do(ctx, r.request(key, body))
+	return r.do(ctx, d)
 }
 
 func appendUnique(list []string, s string) []string {
@@ -451,12 +461,24 @@ func appendUnique(list []string, s string) []string {
 	return append(list, s)
 }
 
-func (r *runner) do(ctx context.Context, t template) reply {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(t.body))
+func (r *runner) do(ctx context.Context, d delivery) reply {
+	target := r.url
+	if len(d.query) > 0 {
+		u, _ := url.Parse(r.url)
+		q := u.Query()
+		for k, vs := range d.query {
+			if !q.Has(k) {
+				q[k] = vs
+			}
+		}
+		u.RawQuery = q.Encode()
+		target = u.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, d.method, target, bytes.NewReader(d.body))
 	if err != nil {
 		return reply{err: err}
 	}
-	req.Header = t.header.Clone()
+	req.Header = d.header.Clone()
 	req.GetBody = nil // never let the transport resend a delivery on its own
 	resp, err := r.client.Do(req)
 	if err != nil {

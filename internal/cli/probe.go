@@ -17,7 +17,8 @@ func probeCommand() *cli.Command {
 		Name:  "probe",
 		Usage: "run the acceptance protocol against a live deployment's sandbox sender",
 		Description: "Sends a new event, its exact repeat, the same id with another body and N parallel\n" +
-			"deliveries of one new id, and prints check, expected, observed, PASS/FAIL.\n" +
+			"deliveries of one new id, as the --scheme's sender sends them, and prints check,\n" +
+			"expected, observed, PASS/FAIL. A refusal (4xx/5xx) where the site's answer is due fails.\n" +
 			"With --admin it also counts the store's records per phase and releases the test\n" +
 			"events (keys start with --prefix) afterwards. Exit 1 when any check fails.\n" +
 			"Point it at a sandbox sender only: each test event reaches the site once.",
@@ -27,8 +28,9 @@ func probeCommand() *cli.Command {
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "the sender's name in hookonce.yaml"},
 			&cli.StringFlag{Name: "key-header", EnvVars: []string{"HOOKONCE_KEY_HEADER"}, Usage: "send the event id in this header (default: the JSON body field --key-field)"},
 			&cli.StringFlag{Name: "key-field", EnvVars: []string{"HOOKONCE_KEY_FIELD"}, Usage: "JSON body field (dotted path) that carries the event id (default id, or the --scheme's own)"},
-			&cli.StringFlag{Name: "secret", EnvVars: []string{"HOOKONCE_SECRET"}, Usage: "sign deliveries with this secret (needs --scheme)"},
-			&cli.StringFlag{Name: "scheme", EnvVars: []string{"HOOKONCE_SCHEME"}, Usage: "signature scheme: stripe, github, shopify, standard-webhooks, slack, hmac-sha256 (X-Signature, hex)"},
+			&cli.StringFlag{Name: "secret", EnvVars: []string{"HOOKONCE_SECRET"}, Usage: "the sender's secret, to sign deliveries as it does (needs --scheme)"},
+			&cli.StringFlag{Name: "scheme", Aliases: []string{"preset"}, EnvVars: []string{"HOOKONCE_SCHEME"}, Usage: "the sender's preset, sent and signed as that sender does: " +
+				strings.Join(probe.SchemeNames(), ", ") + " (hmac-sha256: hex in X-Signature); yookassa and woocommerce are refused (see docs/deployment.md)"},
 			&cli.StringFlag{Name: "admin", EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "admin listener base URL, e.g. http://127.0.0.1:9090"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API"},
 			&cli.IntFlag{Name: "parallel", Value: probe.DefaultParallel, EnvVars: []string{"HOOKONCE_PARALLEL"}, Usage: "parallel deliveries of one new id"},
@@ -47,7 +49,7 @@ func probeCommand() *cli.Command {
 				Parallel: c.Int("parallel"), Prefix: c.String("prefix"), Timeout: c.Duration("timeout"),
 			}
 			if cfg.Secret != "" && cfg.Scheme == "" {
-				return cli.Exit("probe: --secret needs --scheme", exitUsage)
+				return cli.Exit("probe: --secret needs --scheme (the sender's preset)", exitUsage)
 			}
 			if err := cfg.Validate(); err != nil {
 				return cli.Exit("probe: "+err.Error(), exitUsage)
