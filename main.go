@@ -9,9 +9,14 @@ import (
 	"github.com/hookonce/hookonce/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and revision may be stamped at build time:
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.revision=$(git rev-parse HEAD)"
+//
+// Unstamped, `hookonce version` reports what Go recorded in the binary: the
+// module version and the git commit it was built from (cli.ReadBuild).
+var version, revision string
 
 func main() {
-	os.Exit(cli.Run(version, os.Args))
+	os.Exit(cli.Run(cli.ReadBuild(version, revision), os.Args))
 }

@@ -21,11 +21,11 @@ const (
 	exitNotFound = 3
 )
 
-// Run runs the command line args (args[0] is the program name) with
-// version as hookonce's version, printing errors to stderr, and returns
-// the process's exit code.
-func Run(version string, args []string) int {
-	return run(newApp(version, os.Stdout, os.Stderr), args, os.Stderr)
+// Run runs the command line args (args[0] is the program name) as build b
+// of hookonce, printing errors to stderr, and returns the process's exit
+// code.
+func Run(b Build, args []string) int {
+	return run(newBuildApp(b, os.Stdout, os.Stderr), args, os.Stderr)
 }
 
 func run(app *cli.App, args []string, stderr io.Writer) int {
@@ -65,14 +65,18 @@ type runtimeFailure struct{ error }
 func (r runtimeFailure) Unwrap() error { return r.error }
 
 func newApp(version string, stdout, stderr io.Writer) *cli.App {
+	return newBuildApp(Build{Version: version}, stdout, stderr)
+}
+
+func newBuildApp(b Build, stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:      "hookonce",
 		Usage:     "one execution of your site's webhook handler per business event",
-		Version:   version,
+		Version:   b.Version,
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands: []*cli.Command{
-			serveCommand(version),
+			serveCommand(b),
 			lookupCommand(),
 			listCommand(),
 			conflictsCommand(),
@@ -82,7 +86,7 @@ func newApp(version string, stdout, stderr io.Writer) *cli.App {
 			purgeCommand(),
 			migrateCommand(),
 			checkCommand(),
-			versionCommand(version),
+			versionCommand(b),
 			probeCommand(),
 			healthCommand(),
 			readinessCommand(),
@@ -105,15 +109,4 @@ func newApp(version string, stdout, stderr io.Writer) *cli.App {
 		}
 	}
 	return app
-}
-
-func versionCommand(version string) *cli.Command {
-	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version",
-		Action: func(c *cli.Context) error {
-			fmt.Fprintln(c.App.Writer, "hookonce", version)
-			return nil
-		},
-	}
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/hookonce/hookonce/proxy"
 )
 
-func serveCommand(version string) *cli.Command {
+func serveCommand(b Build) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the sidecar in front of the site",
@@ -38,14 +38,14 @@ func serveCommand(version string) *cli.Command {
 			if err := cfg.Validate(); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			return serve(c.Context, cfg, version, c.App.ErrWriter)
+			return serve(c.Context, cfg, b, c.App.ErrWriter)
 		},
 	}
 }
 
 // serve runs Main until SIGINT or SIGTERM, reloading the config file on
 // SIGHUP.
-func serve(ctx context.Context, cfg Config, version string, stderr io.Writer) error {
+func serve(ctx context.Context, cfg Config, b Build, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Registered before anything slow: an early SIGHUP (systemd's reload)
@@ -54,7 +54,8 @@ func serve(ctx context.Context, cfg Config, version string, stderr io.Writer) er
 	signal.Notify(reloads, syscall.SIGHUP)
 	defer signal.Stop(reloads)
 
-	m := NewMain(cfg, version, stderr)
+	m := NewMain(cfg, b.Version, stderr)
+	m.Revision = b.Revision
 	if err := m.Run(ctx); err != nil {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
@@ -76,9 +77,10 @@ func serve(ctx context.Context, cfg Config, version string, stderr io.Writer) er
 // Run starts it and returns once both listeners accept; Close drains it.
 // Tests run it in-process with both addresses on 127.0.0.1:0.
 type Main struct {
-	Config  Config
-	Version string
-	Stderr  io.Writer // where the logs go
+	Config   Config
+	Version  string
+	Revision string    // the commit, in hookonce_build_info; "" when unknown
+	Stderr   io.Writer // where the logs go
 
 	log     *slog.Logger
 	store   dedupe.Store
@@ -173,6 +175,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(Build{Version: m.Version, Revision: m.Revision}.collector())
 	p, err := proxy.New(proxy.Options{Upstream: cfg.upstream, Contract: cfg.contract, Store: store, Logger: log, Registerer: reg,
 		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint)})
 	if err != nil {
@@ -222,7 +225,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	log.Info("hookonce serving", "listen", ln.Addr().String(), "upstream", cfg.upstream.Redacted(),
-		"store", dedupe.RedactDSN(cfg.Store), "senders", len(cfg.contract.Senders), "version", m.Version)
+		"store", dedupe.RedactDSN(cfg.Store), "senders", len(cfg.contract.Senders), "version", m.Version, "revision", m.Revision)
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
