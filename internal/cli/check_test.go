@@ -123,7 +123,7 @@ func TestCheckConfig(t *testing.T) {
 			[]string{noEnv + `:6: sender "gh": field signature.secret_env: environment variable HOOKONCE_TEST_UNSET_SECRET is not set`}, nil},
 		{"yaml syntax", []string{"--config", yamlErr}, 2, "", []string{yamlErr + ":2: did not find expected"}, nil},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 2, "", []string{"nope.yaml: open "}, nil},
-		{"no config", nil, 2, "", []string{"usage: hookonce check --config FILE"}, nil},
+		{"no config", nil, 2, "", []string{"usage: hookonce check [--config FILE]", "no config file"}, nil},
 		{"unreadable request", []string{"--config", short, "--request", filepath.Join(dir, "none.http")}, 2, "", []string{"read request: "}, nil},
 		{"not http", []string{"--config", filepath.Join(checkDir, "hookonce.yaml"), "--request", filepath.Join(checkDir, "garbage.http")}, 2, "",
 			[]string{"not an HTTP/1.1 request"}, nil},

@@ -76,13 +76,21 @@ func healthCommand() *cli.Command {
 		Name:  "health",
 		Usage: "exit 0 when the admin listener answers 200 (for container health checks)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:9090/healthz", EnvVars: []string{"HOOKONCE_URL", "HOOKONCE_HEALTH_URL"}, Usage: "health endpoint"},
+			&cli.StringFlag{Name: "url", EnvVars: []string{"HOOKONCE_URL", "HOOKONCE_HEALTH_URL"}, Usage: "health endpoint (default: /healthz of the admin listener redeliver finds)"},
 			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, EnvVars: []string{"HOOKONCE_TIMEOUT"}, Usage: "give up after"},
 		},
 		Action: func(c *cli.Context) error {
+			u := c.String("url")
+			if u == "" {
+				base, err := operatorAdmin(c)
+				if err != nil {
+					return cli.Exit("health: "+err.Error(), exitUsage)
+				}
+				u = base + "/healthz"
+			}
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.String("url"), nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 			if err != nil {
 				return cli.Exit("health: "+err.Error(), exitRuntime)
 			}
@@ -92,7 +100,7 @@ func healthCommand() *cli.Command {
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return cli.Exit(fmt.Sprintf("health: %s answered %d", c.String("url"), resp.StatusCode), exitRuntime)
+				return cli.Exit(fmt.Sprintf("health: %s answered %d", u, resp.StatusCode), exitRuntime)
 			}
 			return nil
 		},

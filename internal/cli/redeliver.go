@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -26,7 +25,7 @@ func redeliverCommand() *cli.Command {
 		Usage:     "send a stored event to the site again through the running serve (its admin API); needs store_request_body",
 		ArgsUsage: "SENDER KEY | --status unretried [--sender S] [--since D]",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
+			&cli.StringFlag{Name: "admin", EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve (default: from HOOKONCE_ADMIN_LISTEN, else the host's http://" + host.AdminListen + " with its config, else http://" + defaultAdminListen + ")"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
 			&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
 			&cli.BoolFlag{Name: "force", EnvVars: []string{"HOOKONCE_FORCE"}, Usage: "redeliver a done event too (runs the handler again; logged)"},
@@ -40,15 +39,17 @@ func redeliverCommand() *cli.Command {
 
 func runRedeliver(c *cli.Context) error {
 	const usage = "usage: hookonce redeliver [--admin URL] [--force] SENDER KEY | --status unretried [--sender S] [--since D]"
-	token := c.String("admin-token")
-	if f := c.String("admin-token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
-		}
-		token = strings.TrimSpace(string(b))
+	token, err := operatorAdminToken(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
 	}
-	api := adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}
+	base := c.String("admin")
+	if base == "" {
+		if base, err = operatorAdmin(c); err != nil {
+			return cli.Exit(err.Error(), exitUsage)
+		}
+	}
+	api := adminClient{base: strings.TrimRight(base, "/"), token: token}
 	var targets [][2]string
 	switch {
 	case c.String("status") == "" && c.NArg() == 2:
