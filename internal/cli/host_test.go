@@ -15,6 +15,14 @@ import (
 
 const hostSecret = "s3cret-from-the-env-file"
 
+// This package's tests never read the machine's own installation (the
+// deploy tests install one while others run): host points nowhere unless
+// a test sets it with fakeHost.
+func init() {
+	host = hostLayout{Config: "/nonexistent/hookonce-test/hookonce.yaml", EnvFile: "/nonexistent/hookonce-test/env",
+		Store: "sqlite:/nonexistent/hookonce-test/hookonce.db", AdminListen: "127.0.0.1:1"}
+}
+
 // hostConfigYAML names one sender whose secret only the environment file
 // holds.
 const hostConfigYAML = `upstream: "http://127.0.0.1:8000"
