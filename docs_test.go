@@ -183,3 +183,76 @@ func TestDocLinksResolve(t *testing.T) {
 		t.Errorf("README.md is %d bytes: keep it a page a newcomer finishes (move the rest to docs/)", n)
 	}
 }
+
+// readmeBlock is the fenced block after marker in README.md, dedented by
+// the three spaces of its list item.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(readFile(t, "README.md"), marker)
+	if !ok {
+		t.Fatalf("README.md has no %s", marker)
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatalf("README.md: the block after %s does not end", marker)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSuffix(block, "   "), "\n") {
+		out = append(out, strings.TrimPrefix(line, "   "))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestOneBitrixConfig: the README's quick-start config, the example in the
+// source and the config the packages install are one file, byte for byte
+// (deploy/quickstart_test.go runs it against nginx and php-fpm).
+func TestOneBitrixConfig(t *testing.T) {
+	example := readFile(t, "hookonce.example.yaml")
+	if got := readmeBlock(t, "<!-- quickstart-config -->"); got != example {
+		t.Errorf("README.md's quick-start config is not hookonce.example.yaml:\n%s", got)
+	}
+	if got := readFile(t, "deploy/packages/hookonce.yaml"); got != example {
+		t.Errorf("deploy/packages/hookonce.yaml is not hookonce.example.yaml:\n%s", got)
+	}
+}
+
+// TestUserDocsSpeakPlainly: the pages and files an operator reads carry
+// no words of hookonce's own making ("the spec", "oracle", "trap", decision
+// table rows): those live in ARCHITECTURE.md and docs/decision-table.md.
+func TestUserDocsSpeakPlainly(t *testing.T) {
+	internal := regexp.MustCompile(`(?i)\bthe spec\b|\boracles?\b|\btraps?\b|\brows? \d+[a-d]?\b`)
+	files := []string{"README.md", "CHANGELOG.md", "docs/deployment.md", "docs/stores.md", "docs/troubleshooting.md", "hookonce.example.yaml"}
+	for _, pattern := range []string{"deploy/packages/*", "deploy/nginx/*", "deploy/systemd/*", "deploy/apache/*"} {
+		m, _ := filepath.Glob(pattern)
+		for _, f := range m {
+			if fi, err := os.Stat(f); err == nil && !fi.IsDir() && !strings.HasSuffix(f, ".sh") {
+				files = append(files, f)
+			}
+		}
+	}
+	for _, f := range files {
+		for i, line := range strings.Split(readFile(t, f), "\n") {
+			if m := internal.FindString(line); m != "" {
+				t.Errorf("%s:%d says %q: write it for the shop's operator", f, i+1, m)
+			}
+		}
+	}
+}
+
+// TestTroubleshootingAnchors: the alerts and the README link to one
+// section per status the provider sees, by these anchors.
+func TestTroubleshootingAnchors(t *testing.T) {
+	page := readFile(t, "docs/troubleshooting.md")
+	have := map[string]bool{}
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			have[anchor(strings.TrimPrefix(line, "## "))] = true
+		}
+	}
+	for _, a := range []string{"401", "403", "422", "503"} {
+		if !have[a] {
+			t.Errorf("docs/troubleshooting.md has no section #%s (a heading \"## %s\")", a, a)
+		}
+	}
+}

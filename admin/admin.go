@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -142,6 +143,9 @@ type Handler struct {
 	csrfKey []byte
 
 	probe writeProbe
+
+	// pages are the /ui templates with this listener's signIn.
+	pages *template.Template
 }
 
 // writeProbe is the last result of Store.Probe, shared by every /readyz.
@@ -186,6 +190,8 @@ func New(o Options) (*Handler, error) {
 	if o.Token != "" {
 		h.token = sha256.Sum256([]byte(o.Token))
 	}
+	signIn := o.Token != ""
+	h.pages = template.Must(pages.Clone()).Funcs(template.FuncMap{"signIn": func() bool { return signIn }})
 
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /readyz", h.readyz)

@@ -52,6 +52,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"join":     strings.Join,
 	// msDuration prints milliseconds as a duration (readiness.go).
 	"msDuration": msDuration,
+	// signIn: whether this listener has sign-ins (an admin token), so the
+	// page offers "Sign out"; each Handler replaces it (Handler.pages).
+	"signIn": func() bool { return false },
 }).ParseFS(templateFS, "templates/*.html"))
 
 // CookieName is the /ui session cookie.
@@ -436,7 +439,7 @@ func (h *Handler) uiStoreError(w http.ResponseWriter, op string, err error) {
 // leaves half a page behind.
 func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.log.Error("admin: page not rendered", "page", name, "err", err)
 		http.Error(w, "page not rendered", http.StatusInternalServerError)
 		return

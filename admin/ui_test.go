@@ -387,3 +387,22 @@ func TestLeaseExpiredShown(t *testing.T) {
 		t.Fatal("an expired lease is not shown as such")
 	}
 }
+
+// TestUISignOutOnlyWithSignIn: "Sign out" is offered only where there is a
+// sign-in to end (a listener with a token); without one the link would
+// lead nowhere.
+func TestUISignOutOnlyWithSignIn(t *testing.T) {
+	for _, c := range []struct {
+		token string
+		want  bool
+	}{{testToken, true}, {"", false}} {
+		f := newFixture(t, c.token)
+		status, _, body := get(t, f.srv.URL+"/ui/events", nil, c.token)
+		if status != http.StatusOK {
+			t.Fatalf("token %v: /ui/events %d", c.token != "", status)
+		}
+		if got := strings.Contains(body, "Sign out"); got != c.want {
+			t.Errorf("token %v: the page offers Sign out: %v, want %v", c.token != "", got, c.want)
+		}
+	}
+}

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The packages (deploy/packages/): build.sh runs nfpm (pinned, through go
@@ -36,9 +38,26 @@ var packaged = map[string]string{
 	"/etc/hookonce/hookonce.yaml":                   "-rw-r----- root hookonce",
 	"/var/lib/hookonce":                             "drwxr-x--- hookonce hookonce",
 	"/usr/share/doc/hookonce/hookonce.example.yaml": "-rw-r--r-- root root",
+	"/etc/hookonce/env":                             "-rw-r----- root hookonce",
+	"/usr/share/doc/hookonce/copyright":             "-rw-r--r-- root root",
+	"/usr/share/hookonce/prometheus/alerts.yml":     "-rw-r--r-- root root",
+	"/usr/share/hookonce/grafana/hookonce.json":     "-rw-r--r-- root root",
 }
 
-const packagedConfig = "/etc/hookonce/hookonce.yaml"
+const (
+	packagedConfig = "/etc/hookonce/hookonce.yaml"
+	packagedEnv    = "/etc/hookonce/env"
+)
+
+// shippedCopies are the installed files that are repository files as they
+// are (read at build time, never forked).
+var shippedCopies = map[string]string{
+	"/usr/share/hookonce/prometheus/alerts.yml":     "prometheus/alerts.yml",
+	"/usr/share/hookonce/grafana/hookonce.json":     "grafana/hookonce.json",
+	"/usr/share/doc/hookonce/hookonce.example.yaml": "../hookonce.example.yaml",
+	packagedConfig: "../hookonce.example.yaml",
+	packagedEnv:    "packages/env",
+}
 
 type builtPackages struct{ deb, rpm string }
 
@@ -114,8 +133,9 @@ func TestPackages(t *testing.T) {
 		if !maps.Equal(got, packaged) {
 			t.Errorf("the .deb holds\n%v\nwant\n%v", got, packaged)
 		}
-		if c := strings.TrimSpace(run(t, dd, "--info", p.deb, "conffiles")); c != packagedConfig {
-			t.Errorf("conffiles = %q, want only %s", c, packagedConfig)
+		c := strings.Fields(run(t, dd, "--info", p.deb, "conffiles"))
+		if slices.Sort(c); !slices.Equal(c, []string{packagedEnv, packagedConfig}) {
+			t.Errorf("conffiles = %q, want %s and %s", c, packagedConfig, packagedEnv)
 		}
 		for deb, ours := range map[string]string{"preinst": "preinstall", "postinst": "postinstall", "prerm": "preremove", "postrm": "postremove"} {
 			if got := strings.TrimSpace(run(t, dd, "--info", p.deb, deb)); got != script(t, ours) {
@@ -126,7 +146,7 @@ func TestPackages(t *testing.T) {
 
 	t.Run("Rpm", func(t *testing.T) {
 		rpm := needTool(t, "rpm", true)
-		if got := run(t, rpm, "-qp", "--qf", "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}", p.rpm); got != "hookonce 1.0.0-1 "+rpmArch() {
+		if got := run(t, rpm, "-qp", "--qf", "%{NAME} %{VERSION}-%{RELEASE} %{ARCH} %{LICENSE}", p.rpm); got != "hookonce 1.0.0-1 "+rpmArch()+" Apache-2.0" {
 			t.Errorf("rpm says %q", got)
 		}
 		list := strings.Fields(run(t, rpm, "-qpl", p.rpm))
@@ -147,7 +167,7 @@ func TestPackages(t *testing.T) {
 			t.Errorf("the .rpm holds\n%v\nwant\n%v", got, packaged)
 		}
 		// c: %config, n: noreplace — an upgrade never overwrites an edited file.
-		if want := map[string]string{packagedConfig: "cn"}; !maps.Equal(config, want) {
+		if want := map[string]string{packagedConfig: "cn", packagedEnv: "cn"}; !maps.Equal(config, want) {
 			t.Errorf("file flags %v, want %v", config, want)
 		}
 		scripts := run(t, rpm, "-qp", "--scripts", p.rpm)
@@ -160,7 +180,8 @@ func TestPackages(t *testing.T) {
 				t.Errorf("rpm %s is not scripts/%s.sh:\n%s", s.rpm, s.ours, scripts)
 			}
 		}
-		for _, want := range []string{"useradd --system", "[ -d /run/systemd/system ]", "systemctl enable hookonce.service", "2) first=no", "remove | 0)"} {
+		for _, want := range []string{"useradd --system", "[ -d /run/systemd/system ]", "systemctl enable hookonce.service", "2) first=no", "remove | 0)",
+			"/usr/bin/hookonce check --config /etc/hookonce/hookonce.yaml"} {
 			if !strings.Contains(scripts, want) {
 				t.Errorf("the rpm's scripts lack %q", want)
 			}
@@ -215,11 +236,35 @@ func installDeb(t *testing.T, p builtPackages) {
 	if !strings.Contains(out, "edit /etc/hookonce/hookonce.yaml") || !strings.Contains(out, "systemctl start hookonce") {
 		t.Errorf("dpkg -i printed no note on what to do next:\n%s", out)
 	}
+	// The postinst checked the config: the secrets are not in the env file yet.
+	if !strings.Contains(out, "environment variable ROBOKASSA_PASSWORD2 is not set") {
+		t.Errorf("dpkg -i did not say what the config lacks:\n%s", out)
+	}
 	if got := run(t, "/usr/bin/hookonce", "version"); got != "hookonce 1.0.0\n" {
 		t.Errorf("hookonce version = %q", got)
 	}
-	if got := run(t, "/usr/bin/hookonce", "check", "--config", packagedConfig); got != packagedConfig+": ok, 0 sender(s)\n" {
-		t.Errorf("hookonce check = %q", got)
+	for installed, repo := range shippedCopies {
+		if !bytes.Equal(readFile(t, installed), readFile(t, repo)) {
+			t.Errorf("%s is not the repository's deploy/%s", installed, repo)
+		}
+	}
+	if c := string(readFile(t, "/usr/share/doc/hookonce/copyright")); !strings.HasPrefix(c, "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") ||
+		!strings.Contains(c, "\nLicense: Apache-2.0\n") {
+		t.Error("/usr/share/doc/hookonce/copyright is not a machine-readable copyright file naming Apache-2.0")
+	}
+
+	// The operator's way in, as pasted: check finds the config, and the
+	// secrets once they are in the env file.
+	if out, code := operator(t, "check"); code != 2 || !strings.Contains(out, "ROBOKASSA_PASSWORD2 is not set") {
+		t.Errorf("hookonce check before the secrets: exit %d\n%s", code, out)
+	}
+	const secrets = "ROBOKASSA_PASSWORD2=robo-secret-value\nTBANK_PASSWORD=tbank-secret-value\n"
+	appendFile(t, packagedEnv, secrets)
+	if out, code := operator(t, "check"); code != 0 || out != packagedConfig+": ok, 2 sender(s): robokassa, tbank\n" {
+		t.Errorf("hookonce check with the secrets in %s: exit %d\n%s", packagedEnv, code, out)
+	}
+	if got := run(t, "/usr/bin/hookonce", "check", "--config", packagedConfig); strings.Contains(got, "secret-value") {
+		t.Errorf("hookonce check printed a secret: %q", got)
 	}
 	if got, want := readFile(t, "/usr/lib/systemd/system/hookonce.service"), readFile(t, "packages/hookonce.service"); !bytes.Equal(got, want) {
 		t.Error("the installed unit is not deploy/packages/hookonce.service")
@@ -250,6 +295,7 @@ func installDeb(t *testing.T, p builtPackages) {
 	}
 
 	db := serveAsUnit(t, u)
+	operatorCommands(t)
 
 	// An upgrade keeps the edited config and the database.
 	f, err := os.OpenFile(packagedConfig, os.O_APPEND|os.O_WRONLY, 0)
@@ -277,6 +323,9 @@ func installDeb(t *testing.T, p builtPackages) {
 		if _, err := os.Stat(db); err != nil {
 			t.Errorf("after %s the database is gone: %v", step, err)
 		}
+		if !strings.HasSuffix(string(readFile(t, packagedEnv)), secrets) {
+			t.Errorf("after %s the env file lost the operator's secrets", step)
+		}
 		for _, suffix := range []string{".dpkg-new", ".dpkg-dist", ".dpkg-old"} {
 			if _, err := os.Stat(packagedConfig + suffix); err == nil {
 				t.Errorf("after %s dpkg left %s%s", step, packagedConfig, suffix)
@@ -296,6 +345,7 @@ func installDeb(t *testing.T, p builtPackages) {
 	keptAfter("dpkg -r")
 	checkInstalled(t, map[string]string{
 		"/etc/hookonce/hookonce.yaml": packaged["/etc/hookonce/hookonce.yaml"],
+		packagedEnv:                   packaged[packagedEnv],
 		"/var/lib/hookonce":           packaged["/var/lib/hookonce"],
 	})
 	if got := run(t, "dpkg-query", "-W", "-f", "${Status}", "hookonce"); got != "deinstall ok config-files" {
@@ -353,9 +403,15 @@ func serveAsUnit(t *testing.T, u *user.User) string {
 	}
 	argv := strings.Fields(unit["Service.ExecStart"][0])
 	env := []string{"PATH=/usr/bin:/bin"}
-	for _, e := range unit["Service.Environment"] {
-		if !strings.HasPrefix(e, "HOOKONCE_LISTEN=") {
-			env = append(env, e)
+	env = append(env, unit["Service.Environment"]...)
+	// EnvironmentFile=-/etc/hookonce/env: read by systemd (as root), after
+	// Environment=, so its lines win.
+	if ef := unit["Service.EnvironmentFile"]; len(ef) != 1 || ef[0] != "-"+packagedEnv {
+		t.Fatalf("EnvironmentFile = %q, want -%s", ef, packagedEnv)
+	}
+	for _, line := range strings.Split(string(readFile(t, packagedEnv)), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			env = append(env, line)
 		}
 	}
 	env = append(env, "HOOKONCE_LISTEN=127.0.0.1:0", "HOOKONCE_ADMIN_LISTEN=127.0.0.1:0")
@@ -411,6 +467,86 @@ func serveAsUnit(t *testing.T, u *user.User) string {
 	return db
 }
 
+// operator runs the installed hookonce as an operator would, pasting a
+// command into a root shell that has none of hookonce's variables set; it
+// returns the combined output and the exit code.
+func operator(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/hookonce", args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/root"}
+	cmd.Dir = t.TempDir() // no ./hookonce.yaml there
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("hookonce %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// alertCommand finds hookonce commands in the installed alerts' summaries
+// and descriptions: `hookonce …` in backquotes, as an operator pastes them.
+var alertCommand = regexp.MustCompile("`(hookonce [^`]+)`")
+
+// operatorCommands runs, on the installed host with the store serve made,
+// the read-only commands as pasted: hookonce list, and every list, lookup
+// and conflicts command the installed alerts tell the operator to run,
+// with a sender and key filled in. They find the store in
+// /var/lib/hookonce by themselves: "no record" is an answer from it, "no
+// such file" is not.
+func operatorCommands(t *testing.T) {
+	t.Helper()
+	if out, code := operator(t, "list"); code != 0 || !strings.HasPrefix(out, "SENDER") {
+		t.Errorf("hookonce list: exit %d\n%s", code, out)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(readFile(t, "/usr/share/hookonce/prometheus/alerts.yml"), &rules); err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("{{ $labels.sender }}", "robokassa", "{{$labels.sender}}", "robokassa", " KEY", " 4711")
+	ran := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			for _, text := range []string{r.Annotations["summary"], r.Annotations["description"]} {
+				for _, m := range alertCommand.FindAllStringSubmatch(text, -1) {
+					args := strings.Fields(fill.Replace(m[1]))[1:]
+					switch args[0] {
+					case "list", "conflicts", "lookup":
+					default:
+						continue // writes, or needs the running service
+					}
+					out, code := operator(t, args...)
+					if code != 0 && !(args[0] == "lookup" && code == 3 && strings.Contains(out, "no record")) {
+						t.Errorf("alert %s says run %q: exit %d\n%s", r.Alert, m[1], code, out)
+					}
+					ran++
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Error("the installed alerts name no hookonce list, lookup or conflicts command")
+	}
+}
+
 func envValue(env []string, key string) string {
 	for _, e := range slices.Backward(env) {
 		if k, v, ok := strings.Cut(e, "="); ok && k == key {
@@ -432,6 +568,8 @@ func TestPackagedUnit(t *testing.T) {
 		"Service.User":               {"hookonce"},
 		"Service.Group":              {"hookonce"},
 		"Service.StateDirectoryMode": {"0750"},
+		// As the service user: it can read the env file (root:hookonce).
+		"Service.ExecReload": {"/usr/bin/hookonce check --config /etc/hookonce/hookonce.yaml", "/bin/kill -HUP $MAINPID"},
 	}
 	for k := range maps.Keys(hand) {
 		if _, ok := changed[k]; !ok && !slices.Equal(hand[k], pkg[k]) {

@@ -1,10 +1,12 @@
 package deploy_test
 
 // The README's quick start, run: its config block as it stands in
-// README.md, the shipped nginx front and site servers, real php-fpm and a
-// Bitrix-like sale_ps_result.php that picks the handler by content as
-// Bitrix does. One signed notification of each provider runs the handler
-// once; its exact repeat is replayed.
+// README.md (docs_test.go keeps it hookonce.example.yaml and the packages'
+// config), the shipped nginx front (deploy/nginx/hookonce.conf, its own
+// webhook location) and site server, real php-fpm and a Bitrix-like
+// sale_ps_result.php that picks the handler by content as Bitrix does. One
+// signed notification of each provider runs the handler once; its exact
+// repeat is replayed; every other page goes straight to PHP.
 
 import (
 	"crypto/md5"
@@ -72,9 +74,25 @@ http_response_code(404);
 func TestQuickStartFromTheREADME(t *testing.T) {
 	t.Setenv("ROBOKASSA_PASSWORD2", "robo-pass-2")
 	t.Setenv("TBANK_PASSWORD", "tbank-pass")
-	s := startStack(t, map[string]string{"bitrix/tools/sale_ps_result.php": quickstartScript}, quickstartConfig(t),
-		[]string{"/bitrix/tools/sale_ps_result.php"})
+	// The front runs deploy/nginx/hookonce.conf with its own webhook
+	// location (nil paths), as the README tells the operator to install it.
+	s := startStack(t, map[string]string{
+		"bitrix/tools/sale_ps_result.php": quickstartScript,
+		// Any other page: it says which server ran it.
+		"catalog/index.php": `<?php sitetest_id('catalog'); echo $_SERVER['SERVER_PORT'];`,
+	}, quickstartConfig(t), nil)
 	const path = "/bitrix/tools/sale_ps_result.php"
+
+	t.Run("EverythingElseStraightToPHP", func(t *testing.T) {
+		r := send(t, s.front.URL, "127.0.0.2", "GET", "/catalog/index.php", "")
+		_, frontPort, _ := strings.Cut(strings.TrimPrefix(s.front.URL, "http://"), ":")
+		if r.status != 200 || r.body != frontPort {
+			t.Fatalf("/catalog/index.php: %d %q; want 200 from the front server's own PHP (port %s), not through hookonce", r.status, r.body, frontPort)
+		}
+		if runs := s.runs(t, "catalog"); len(runs) != 1 {
+			t.Fatalf("the page ran %d times", len(runs))
+		}
+	})
 
 	robo := url.Values{"OutSum": {"1500.00"}, "InvId": {"4711"}, "SHP_HANDLER": {"ROBOXCHANGE"}}
 	robo.Set("SignatureValue", providersign.Robokassa(md5.New, "robo-pass-2", robo))

@@ -121,7 +121,8 @@ func webhookLocation(path string) string {
 var reWebhookLocation = regexp.MustCompile(`location ~ \^(\S+)\(/\|\$\) \{\s*include hookonce-webhook\.conf;\s*\}`)
 
 // frontConf is nginx/hookonce.conf with the test's addresses and one
-// webhook location per path, in the snippet's own form and place.
+// webhook location per path, in the snippet's own form and place; nil
+// paths keep the file's own locations.
 func frontConf(t *testing.T, listen, hookonce, root, fastcgi string, paths []string) string {
 	t.Helper()
 	const name = "nginx/hookonce.conf"
@@ -130,11 +131,13 @@ func frontConf(t *testing.T, listen, hookonce, root, fastcgi string, paths []str
 	if len(locs) == 0 {
 		t.Fatalf("%s has no webhook locations", name)
 	}
-	var gen []string
-	for _, p := range paths {
-		gen = append(gen, webhookLocation(p))
+	if paths != nil {
+		var gen []string
+		for _, p := range paths {
+			gen = append(gen, webhookLocation(p))
+		}
+		text = text[:locs[0][0]] + strings.Join(gen, "\n    ") + text[locs[len(locs)-1][1]:]
 	}
-	text = text[:locs[0][0]] + strings.Join(gen, "\n    ") + text[locs[len(locs)-1][1]:]
 	text = mustReplace(t, name, text, "listen 80;", "listen "+listen+";")
 	text = mustReplace(t, name, text, "server 127.0.0.1:8080;", "server "+hookonce+";")
 	text = mustReplace(t, name, text, "root /home/bitrix/www;", "root "+root+";")
@@ -157,7 +160,8 @@ func startShop(t *testing.T) *shop {
 }
 
 // startStack is the shop's stack with other scripts, hookonce.yaml and
-// webhook locations (one per sender path) on the front.
+// webhook locations (one per sender path) on the front; nil paths keep
+// the shipped front's own locations.
 func startStack(t *testing.T, scripts map[string]string, config string, paths []string) *shop {
 	t.Helper()
 	t.Setenv("SITE_TEST_STRIPE_SECRET", stripeSecret)

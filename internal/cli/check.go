@@ -27,7 +27,7 @@ func checkCommand() *cli.Command {
 		Name:  "check",
 		Usage: "validate a config file; with --request, show which sender, key, hash and signature verdict a raw HTTP request gets",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "config file to validate"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "config file to validate (default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml)"},
 			&cli.StringFlag{Name: "request", EnvVars: []string{"HOOKONCE_REQUEST"}, Usage: "a raw HTTP/1.1 request (request line, headers, blank line, body; CRLF or LF)"},
 			&cli.StringFlag{Name: "now", EnvVars: []string{"HOOKONCE_NOW"}, Usage: "judge signature timestamps at this time (Unix seconds or RFC 3339) instead of the clock"},
 		},
@@ -36,10 +36,16 @@ func checkCommand() *cli.Command {
 }
 
 func runCheck(c *cli.Context) error {
-	const usage = "usage: hookonce check --config FILE [--request FILE] [--now TIME]"
-	path := c.String("config")
-	if path == "" || c.NArg() != 0 {
+	const usage = "usage: hookonce check [--config FILE] [--request FILE] [--now TIME]"
+	path, err := operatorConfig(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if c.NArg() != 0 {
 		return cli.Exit(usage, exitUsage)
+	}
+	if path == "" {
+		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
 	}
 	now := time.Now()
 	if v := c.String("now"); v != "" {

@@ -84,7 +84,8 @@ func TestCheckRequest(t *testing.T) {
 }
 
 func TestCheckConfig(t *testing.T) {
-	t.Setenv("ROBOKASSA_PASSWORD2", "change-me") // the shipped example's one secret
+	t.Setenv("ROBOKASSA_PASSWORD2", "change-me") // the shipped example's secrets
+	t.Setenv("TBANK_PASSWORD", "change-me")
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		t.Helper()
@@ -134,7 +135,7 @@ func TestCheckConfig(t *testing.T) {
 		{"every preset with default ttl and methods checks without warnings", []string{"--config", defaultPresets}, 0,
 			defaultPresets + ": ok, 11 sender(s): " + strings.Join(names, ", ") + "\n", nil, []string{"warning"}},
 		{"the shipped example checks without warnings", []string{"--config", example}, 0,
-			example + ": ok, 3 sender(s): robokassa, yookassa, shop\n", nil, []string{"warning"}},
+			example + ": ok, 2 sender(s): robokassa, tbank\n", nil, []string{"warning"}},
 		{"invalid names file, line, sender, field", []string{"--config", "../../contract/testdata/invalid.yaml"}, 2, "",
 			[]string{`../../contract/testdata/invalid.yaml:4: sender "shop": field match.path: "api/webhooks" must start with /`,
 				`../../contract/testdata/invalid.yaml:11: sender "shop": field duplicate: "maybe": want replay or a status such as 200`}, nil},
@@ -142,7 +143,7 @@ func TestCheckConfig(t *testing.T) {
 			[]string{noEnv + `:6: sender "gh": field signature.secret_env: environment variable HOOKONCE_TEST_UNSET_SECRET is not set`}, nil},
 		{"yaml syntax", []string{"--config", yamlErr}, 2, "", []string{yamlErr + ":2: did not find expected"}, nil},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 2, "", []string{"nope.yaml: open "}, nil},
-		{"no config", nil, 2, "", []string{"usage: hookonce check --config FILE"}, nil},
+		{"no config", nil, 2, "", []string{"usage: hookonce check [--config FILE]", "no config file"}, nil},
 		{"unreadable request", []string{"--config", short, "--request", filepath.Join(dir, "none.http")}, 2, "", []string{"read request: "}, nil},
 		{"not http", []string{"--config", filepath.Join(checkDir, "hookonce.yaml"), "--request", filepath.Join(checkDir, "garbage.http")}, 2, "",
 			[]string{"not an HTTP/1.1 request"}, nil},

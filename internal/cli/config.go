@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -81,7 +85,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "upstream", EnvVars: []string{"HOOKONCE_UPSTREAM"}, Usage: "the site's base URL, e.g. http://127.0.0.1:8000"},
 		&cli.StringFlag{Name: "listen", EnvVars: []string{"HOOKONCE_LISTEN"}, Usage: "address senders reach (default " + contract.DefaultListen + ")"},
 		&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "sender rules (YAML); without it every request passes through"},
-		storeFlag(),
+		serveStoreFlag(),
 		&cli.IntFlag{Name: "replay-cache-size", Value: d.ReplayCacheSize, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_SIZE"}, Usage: "done records kept in memory to answer repeats without a store call (0 disables)"},
 		&cli.DurationFlag{Name: "replay-cache-ttl", Value: d.ReplayCacheTTL, EnvVars: []string{"HOOKONCE_REPLAY_CACHE_TTL"}, Usage: "how long a cached record answers before the store is asked again (an operator's delete on another replica is seen after it)"},
 		&cli.DurationFlag{Name: "unretried-every", Value: d.UnretriedEvery, EnvVars: []string{"HOOKONCE_UNRETRIED_EVERY"}, Usage: "how often events whose senders gave up are counted (hookonce_unretried_events) and logged"},
@@ -243,4 +247,201 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// hostLayout is where an installed hookonce keeps its files: the packages
+// (deploy/packages/) and the hand-installed unit (deploy/systemd/) lay a
+// host out this way. The operator's commands (check, list, lookup,
+// conflicts, release, purge, migrate, redeliver, health) look here when
+// nothing else names what they need, so that they work as pasted on such
+// a host (docs/deployment.md, "Where the commands look").
+type hostLayout struct {
+	Config      string // the config file
+	EnvFile     string // KEY=VALUE lines the unit loads (EnvironmentFile=): secrets, store, admin token
+	Store       string // the unit's HOOKONCE_STORE
+	AdminListen string // the unit's HOOKONCE_ADMIN_LISTEN
+}
+
+// host is the installed layout; tests point it at a temporary directory.
+var host = hostLayout{
+	Config:  "/etc/hookonce/hookonce.yaml",
+	EnvFile: "/etc/hookonce/env",
+	Store:   "sqlite:/var/lib/hookonce/hookonce.db",
+	// Not 9090, the binary's default: that is Prometheus's own port, and
+	// a shop that runs Prometheus on the same host would find it taken.
+	AdminListen: "127.0.0.1:8081",
+}
+
+// localConfig is the config file an operator's command reads from the
+// working directory when --config names none.
+const localConfig = "hookonce.yaml"
+
+// operatorConfig finds the config file an operator's command reads, in one
+// order: --config (or HOOKONCE_CONFIG), ./hookonce.yaml, the host's
+// /etc/hookonce/hookonce.yaml; "" when there is none. It loads the
+// environment file that goes with it first (loadEnvFile), so a secret_env
+// the file names resolves as it does for the service.
+func operatorConfig(c *cli.Context) (string, error) {
+	path := firstNonEmpty(c.String("config"), os.Getenv("HOOKONCE_CONFIG"))
+	if path == "" {
+		for _, p := range []string{localConfig, host.Config} {
+			if _, err := os.Stat(p); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	return path, loadEnvFile(path)
+}
+
+// isHostConfig reports whether path is the installed host's config file.
+func isHostConfig(path string) bool {
+	if path == "" {
+		return false
+	}
+	a, errA := os.Stat(path)
+	b, errB := os.Stat(host.Config)
+	if errA == nil && errB == nil {
+		return os.SameFile(a, b)
+	}
+	return filepath.Clean(path) == filepath.Clean(host.Config)
+}
+
+// loadEnvFile reads the environment file an operator's command shares with
+// the service: the one HOOKONCE_ENV_FILE names, always; else the host's
+// /etc/hookonce/env when config is the host's config file (and the file
+// exists). A variable already set in the command's environment wins over
+// the file's. Errors name the file and the line, never a value.
+func loadEnvFile(config string) error {
+	path, explicit := os.Getenv("HOOKONCE_ENV_FILE"), true
+	if path == "" {
+		if !isHostConfig(config) {
+			return nil
+		}
+		path, explicit = host.EnvFile, false
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("environment file %s: permission denied (it holds the secrets: run the command as root or as a member of the group hookonce)", path)
+	case err != nil:
+		return fmt.Errorf("environment file: %w", err)
+	}
+	vars, err := parseEnvFile(path, data)
+	if err != nil {
+		return err
+	}
+	for _, kv := range vars {
+		if _, set := os.LookupEnv(kv[0]); !set {
+			if err := os.Setenv(kv[0], kv[1]); err != nil {
+				return fmt.Errorf("%s: %s: %v", path, kv[0], err)
+			}
+		}
+	}
+	return nil
+}
+
+// envName is a variable name systemd's EnvironmentFile= accepts.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// parseEnvFile reads KEY=VALUE lines as systemd's EnvironmentFile= does for
+// the forms the shipped template uses: blank lines and lines starting with
+// # or ; are skipped, an optional "export " is dropped, and a value in
+// matching single or double quotes loses them. Anything else is an error
+// that names the line (never its value: it may be a secret).
+func parseEnvFile(path string, data []byte) ([][2]string, error) {
+	var out [][2]string
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		k = strings.TrimSpace(k)
+		if !ok || !envName.MatchString(k) {
+			return nil, fmt.Errorf("%s:%d: want NAME=value", path, i+1)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
+
+// operatorStore is the store an operator's command opens: --store (or
+// HOOKONCE_STORE in the command's environment), else HOOKONCE_STORE from
+// the environment file, else the host's store when the config in use is
+// the host's, else ./hookonce.db. The config file itself has no store
+// setting.
+func operatorStore(c *cli.Context) (string, error) {
+	if c.IsSet("store") {
+		return c.String("store"), nil
+	}
+	config, err := operatorConfig(c)
+	if err != nil {
+		return "", err
+	}
+	switch v := os.Getenv("HOOKONCE_STORE"); {
+	case v != "":
+		return v, nil
+	case isHostConfig(config):
+		return host.Store, nil
+	}
+	return defaultStore, nil
+}
+
+// operatorAdmin is the base URL of the admin listener an operator's command
+// talks to, when its flag does not name one: HOOKONCE_ADMIN_LISTEN (from
+// the environment file too), else the host's listener when the config in
+// use is the host's, else serve's default. An address that listens on
+// every interface is reached on loopback.
+func operatorAdmin(c *cli.Context) (string, error) {
+	config, err := operatorConfig(c)
+	if err != nil {
+		return "", err
+	}
+	addr := os.Getenv("HOOKONCE_ADMIN_LISTEN")
+	switch {
+	case addr != "":
+	case isHostConfig(config):
+		addr = host.AdminListen
+	default:
+		addr = defaultAdminListen
+	}
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("HOOKONCE_ADMIN_LISTEN %q: want host:port", addr)
+	}
+	switch h {
+	case "", "0.0.0.0":
+		h = "127.0.0.1"
+	case "::":
+		h = "::1"
+	}
+	return "http://" + net.JoinHostPort(h, port), nil
+}
+
+// operatorAdminToken is the admin token for an operator's command: its
+// flags, else HOOKONCE_ADMIN_TOKEN or HOOKONCE_ADMIN_TOKEN_FILE from the
+// environment file (read after the flags were).
+func operatorAdminToken(c *cli.Context) (string, error) {
+	token, file := c.String("admin-token"), c.String("admin-token-file")
+	if token == "" && file == "" {
+		if _, err := operatorConfig(c); err != nil {
+			return "", err
+		}
+		token, file = os.Getenv("HOOKONCE_ADMIN_TOKEN"), os.Getenv("HOOKONCE_ADMIN_TOKEN_FILE")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--admin-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return token, nil
 }

@@ -59,7 +59,7 @@ func listCommand() *cli.Command {
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
 			keyPartFlag(),
 			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (without it: " + contract.DefaultUnretriedAfter.String() + " for all)"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml; without one: " + contract.DefaultUnretriedAfter.String() + " for all)"},
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 		},
 		Action: func(c *cli.Context) error {
@@ -68,7 +68,15 @@ func listCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("--status %q: %v", c.String("status"), err), exitUsage)
 			}
 			ct := contract.Empty()
-			if path := c.String("config"); path != "" {
+			path := c.String("config")
+			if unretried && path == "" {
+				// The senders' retry windows from the config an operator's
+				// commands find (operatorConfig).
+				if path, err = operatorConfig(c); err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
+			}
+			if path != "" {
 				var err error
 				if ct, err = contract.Load(path); err != nil {
 					return cli.Exit(err.Error(), exitUsage)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -91,23 +90,26 @@ type adminClient struct {
 // adminFlags say where the admin API of a running serve is and its token.
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "admin", Value: "http://" + defaultAdminListen, EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve"},
+		&cli.StringFlag{Name: "admin", EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "the admin listener of hookonce serve (default: from HOOKONCE_ADMIN_LISTEN, else the host's http://" + host.AdminListen + " with its config, else http://" + defaultAdminListen + ")"},
 		&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file)"},
 		&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
 	}
 }
 
-// newAdminClient reads adminFlags.
+// newAdminClient reads adminFlags, finding the admin listener and its
+// token as the operator's commands find the host's config (config.go).
 func newAdminClient(c *cli.Context) (adminClient, error) {
-	token := c.String("admin-token")
-	if f := c.String("admin-token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return adminClient{}, cli.Exit("--admin-token-file: "+err.Error(), exitUsage)
-		}
-		token = strings.TrimSpace(string(b))
+	token, err := operatorAdminToken(c)
+	if err != nil {
+		return adminClient{}, cli.Exit(err.Error(), exitUsage)
 	}
-	return adminClient{base: strings.TrimRight(c.String("admin"), "/"), token: token}, nil
+	base := c.String("admin")
+	if base == "" {
+		if base, err = operatorAdmin(c); err != nil {
+			return adminClient{}, cli.Exit(err.Error(), exitUsage)
+		}
+	}
+	return adminClient{base: strings.TrimRight(base, "/"), token: token}, nil
 }
 
 func (a adminClient) do(ctx context.Context, method, path string, out any) error {

@@ -15,10 +15,23 @@ import (
 
 const defaultStore = "sqlite:hookonce.db"
 
-func storeFlag() *cli.StringFlag {
+// serveStoreFlag is serve's --store: the unit (or the command line) names
+// it, and without one serve keeps its store in ./hookonce.db.
+func serveStoreFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name: "store", Value: defaultStore, EnvVars: []string{"HOOKONCE_STORE"},
 		Usage: "where claims and answers live: sqlite:PATH, postgres://…, redis://…",
+	}
+}
+
+// storeFlag is the operator's commands' --store; without it they look
+// where operatorStore says.
+func storeFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name: "store", EnvVars: []string{"HOOKONCE_STORE"},
+		Usage: "where claims and answers live: sqlite:PATH, postgres://…, redis://… " +
+			"(default: HOOKONCE_STORE from the environment file, else " + host.Store +
+			" with the host's config " + host.Config + ", else " + defaultStore + ")",
 	}
 }
 
@@ -65,7 +78,11 @@ func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) 
 // withStore opens the --store of c for a one-shot command.
 func withStore(c *cli.Context, a access, fn func(ctx context.Context, s dedupe.Store) error) error {
 	ctx := c.Context
-	s, err := openStore(ctx, c.String("store"), a)
+	dsn, err := operatorStore(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	s, err := openStore(ctx, dsn, a)
 	if err != nil {
 		return cli.Exit(err.Error(), exitRuntime)
 	}
@@ -80,8 +97,12 @@ func migrateCommand() *cli.Command {
 		Flags: []cli.Flag{storeFlag()},
 		Action: func(c *cli.Context) error {
 			ctx := c.Context
+			dsn, err := operatorStore(c)
+			if err != nil {
+				return cli.Exit("migrate: "+err.Error(), exitUsage)
+			}
 			// Open migrates; Migrate again and Ping only to say so.
-			s, err := openStore(ctx, c.String("store"), readWrite)
+			s, err := openStore(ctx, dsn, readWrite)
 			if err != nil {
 				return cli.Exit("migrate: "+err.Error(), exitRuntime)
 			}
@@ -94,7 +115,7 @@ func migrateCommand() *cli.Command {
 			if err := s.Ping(ctx); err != nil {
 				return cli.Exit("migrate: "+err.Error(), exitRuntime)
 			}
-			fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(c.String("store")))
+			fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(dsn))
 			return nil
 		},
 	}

@@ -1,11 +1,13 @@
 #!/bin/sh
 # hookonce package: after the files are in place (deb postinst: configure
 # [old-version]; rpm %post: 1 on install, 2 on upgrade). Fixes the owners
-# and modes of the state directory and the config (they matter for the
-# service user), enables the unit on a first install when systemd runs,
-# and never starts it: the shipped config names no sender yet. On an
-# upgrade a running hookonce is restarted (try-restart: a stopped one stays
-# stopped, a disabled one stays disabled).
+# and modes of the state directory, the config and the env file (they
+# matter for the service user), checks the config as the service will
+# read it (`hookonce check` reads /etc/hookonce/env with it), and never
+# starts the service on a first install. The unit is enabled on a first
+# install only when the check passes (else a reboot would start a service
+# that cannot); on an upgrade a running hookonce is restarted only when the
+# check passes (try-restart: a stopped one stays stopped).
 set -e
 
 case "$1" in
@@ -24,28 +26,46 @@ chown hookonce:hookonce /var/lib/hookonce
 chmod 0750 /var/lib/hookonce
 if [ "$first" = yes ]; then
 	# The operator may have changed these later; only the first install sets them.
-	chown root:hookonce /etc/hookonce/hookonce.yaml
-	chmod 0640 /etc/hookonce/hookonce.yaml
+	for f in /etc/hookonce/hookonce.yaml /etc/hookonce/env; do
+		chown root:hookonce "$f"
+		chmod 0640 "$f"
+	done
+fi
+
+# The check's own message names what is missing (never a secret's value).
+if check=$(/usr/bin/hookonce check --config /etc/hookonce/hookonce.yaml 2>&1); then
+	ok=yes
+else
+	ok=no
 fi
 
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
-	if [ "$first" = yes ]; then
+	if [ "$first" = yes ] && [ "$ok" = yes ]; then
 		systemctl enable hookonce.service >/dev/null 2>&1 || true
 		state="installed and enabled, not started"
-	else
+	elif [ "$first" = yes ]; then
+		state="installed, not enabled and not started"
+	elif [ "$ok" = yes ]; then
 		systemctl try-restart hookonce.service >/dev/null 2>&1 || true
 	fi
 else
-	state="installed; systemd is not running, so not enabled: systemctl enable hookonce"
+	state="installed; systemd is not running, so not enabled"
 fi
 
 if [ "$first" = yes ]; then
 	cat <<NOTE
 hookonce is $state.
-  edit /etc/hookonce/hookonce.yaml (your senders; secrets in /etc/hookonce/env, mode 0600),
-  check it:  hookonce check --config /etc/hookonce/hookonce.yaml
-  then:      systemctl start hookonce
+  edit /etc/hookonce/hookonce.yaml (your senders) and /etc/hookonce/env (their secrets),
+  check it:  hookonce check
+  then:      systemctl enable hookonce; systemctl start hookonce
+  the check now says: $check
+NOTE
+elif [ "$ok" = no ]; then
+	cat <<NOTE >&2
+hookonce: /etc/hookonce/hookonce.yaml is refused by the new version, so a running
+hookonce was not restarted (it keeps running the old version until you do):
+$check
 NOTE
 fi
 exit 0
