@@ -21,16 +21,10 @@ var (
 	yamlCannot       = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(?:[^`]*)` into (\\S+)$")
 )
 
-// userWords rewrites one message of the YAML decoder (without its "line
-// N: " prefix) for the operator; messages it does not know pass as they
-// are, minus any Go package name.
-func userWords(msg string) string {
-	msg, _ = userWordsName(msg)
-	return msg
-}
-
-// userWordsName is userWords that also returns the unknown setting's
-// name, when that is what msg is about.
+// userWordsName rewrites one message of the YAML decoder (without its
+// "line N: " prefix) for the operator, and returns the unknown setting's
+// name when that is what msg is about; messages it does not know pass as
+// they are, minus any Go package name.
 func userWordsName(msg string) (string, string) {
 	if m := yamlUnknownField.FindStringSubmatch(msg); m != nil {
 		name, typ := m[1], m[2]
