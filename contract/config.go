@@ -690,7 +690,9 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 		s.TTL = s.RetryWindow
 	}
 
+	s.ownKey = len(sf.Key) > 0
 	if sigCfg != nil {
+		s.sigCover = signatureCoverage(*sigCfg)
 		v, sigProbs := compileSignature(*sigCfg, dir)
 		probs = append(probs, sigProbs...)
 		s.verifier = v

@@ -146,6 +146,7 @@ var presets = map[string]preset{
 	"telegram":      telegram,
 	"paykeeper":     paykeeper,
 	"cdek":          cdek,
+	"amocrm":        amocrm,
 	"woocommerce":   woocommerce,
 }
 

@@ -2,7 +2,7 @@ package contract
 
 // More senders a 1C-Bitrix (or WooCommerce) shop receives besides its
 // payment systems: a Telegram bot, PayKeeper payments, CDEK delivery
-// statuses, and WooCommerce's own webhooks. Each is registered in the
+// statuses, amoCRM's webhooks, and WooCommerce's own webhooks. Each is registered in the
 // presets map (presets.go); docs/senders.md ("More senders a shop
 // receives") cites the provider's sentence behind every choice here.
 
@@ -68,6 +68,27 @@ var cdek = preset{
 		{Source: FromBody, Name: "attributes.status_date_time",
 			When: []Condition{cond(FromBody, "type", "ORDER_STATUS", "", nil)}},
 	},
+	Signature: SignatureConfig{
+		Scheme: SchemeToken,
+		From:   []keyPartFile{{Query: "token"}},
+	},
+}
+
+// amocrm: webhooks of an amoCRM account (Settings, Integrations,
+// Webhooks; or its API's /api/v4/webhooks), posted form-encoded ("The
+// WebHook is sent in x-www-form-urlencoded format", amoCRM's developer
+// documentation, "Webhooks"): the changed entities as
+// {entity}[{action}][0][fields…], e.g. leads[status][0][id], with
+// account[subdomain]. Nothing in it names one notification: the entity's
+// id and time repeat across two changes of one deal, and amoCRM signs
+// nothing. So the preset checks a secret token the shop adds to the URL
+// it registers (…/amocrm-hook.php?token=…, compared in constant time) and
+// forwards every delivery without dedupe; the operator adds serialize by
+// the entity the handler changes (leads[status][0][id], …), so two
+// deliveries about one deal never run at the site at the same time.
+// Retry window: amoCRM documents none here, so none.
+var amocrm = preset{
+	NoDedupe: []NoDedupeShape{{Reason: "amocrm: no field names one notification"}},
 	Signature: SignatureConfig{
 		Scheme: SchemeToken,
 		From:   []keyPartFile{{Query: "token"}},

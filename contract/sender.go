@@ -69,6 +69,8 @@ type Sender struct {
 	StripResponseHeaders []string
 
 	verifier Verifier // nil when no signature is configured
+	sigCover coverage // what the signature vouches for (coverage.go)
+	ownKey   bool     // the file sets key itself (not the preset)
 }
 
 func (s *Sender) acceptsMethod(m string) bool {
@@ -189,6 +191,11 @@ func (s *Sender) warnings() []string {
 		out = append(out, "match.method "+strings.Join(s.Methods, ",")+" leaves out "+strings.Join(missing, ",")+
 			", which "+s.Preset+" is documented to call back with: those callbacks would get 405 (write match.method: "+
 			strings.Join(s.presetMethods, ",")+", or leave it out)")
+	}
+	if parts := s.uncoveredKeyParts(); len(parts) > 0 {
+		out = append(out, "key "+strings.Join(parts, ", ")+" is not covered by the signature: anyone holding one signed "+
+			"delivery can send it again under another event id, and the site's handler runs again; key on a value "+
+			"the signature covers (a field of the signed body), or have the sender sign the id too")
 	}
 	return out
 }

@@ -114,7 +114,7 @@ func TestReleaseScript(t *testing.T) {
 	if b, err := check.CombinedOutput(); err != nil {
 		t.Errorf("sha256sum --check: %v\n%s", err, b)
 	}
-	if got := run(t, filepath.Join(out, bin), "version"); got != "hookonce "+version+"\n" {
+	if got := run(t, filepath.Join(out, bin), "version"); firstLine(got) != "hookonce "+version {
 		t.Errorf("%s version = %q", bin, got)
 	}
 	if file, err := exec.LookPath("file"); err == nil {

@@ -58,6 +58,8 @@ var refused = map[string]string{
 		"so a probe from this host is refused by design; confirm with a test payment in YooKassa's sandbox shop",
 	"woocommerce": "the woocommerce preset names no event id and forwards every delivery without dedupe, " +
 		"so there is no repeat to replay or conflict to find; check its signature with a test delivery from WooCommerce (Webhooks, Save)",
+	"amocrm": "the amocrm preset forwards every delivery without dedupe (amoCRM names no notification), " +
+		"so there is no repeat to replay or conflict to find; check its URL token with a test change in amoCRM",
 	"bitrix24": "the bitrix24 preset forwards every event without dedupe (Bitrix24 sends no event id and does not resend), " +
 		"so there is no repeat to replay or conflict to find; check its token with a test event from the portal",
 }

@@ -470,3 +470,42 @@ func TestShopifySecondCopyWhileTheFirstRuns(t *testing.T) {
 		t.Fatalf("second copy: %d replayed=%v %q executions %d; want the first's answer after waiting", second.Status, second.Replayed(), second.Body, site.Executions("order-7"))
 	}
 }
+
+// TestAmoCRMForwardedSerialized: amoCRM names no notification and signs
+// nothing. Its preset checks the URL's token and forwards every delivery:
+// two identical posts (two changes of one deal that look alike) both run,
+// with serialize by the deal one after the other; a wrong token runs
+// nothing.
+func TestAmoCRMForwardedSerialized(t *testing.T) {
+	t.Setenv("AMO_TOKEN", "amo-url-token")
+	f := url.Values{"leads[status][0][id]": {"25399013"}, "leads[status][0][status_id]": {"142"},
+		"leads[status][0][pipeline_id]": {"3104455"}, "account[subdomain]": {"shop"}}
+	site := slowSite(t, 150*time.Millisecond)
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: amo
+    preset: amocrm
+    match: { path: /amo/hook.php }
+    signature: { secret_env: AMO_TOKEN }
+    serialize: { key: [ { form: "leads[status][0][id]" } ] }
+`)
+	send := func(token string) proxytest.Reply {
+		return bxSend(t, "POST", px.URL+"/amo/hook.php?token="+token, bxForm, f.Encode(), "X-Event-Id", "lead-25399013")
+	}
+	if r := send("guess"); r.Status != http.StatusUnauthorized || site.Executions("lead-25399013") != 0 {
+		t.Fatalf("wrong token: %d, executions %d; want 401 and none", r.Status, site.Executions("lead-25399013"))
+	}
+	replies := make([]proxytest.Reply, 2)
+	concurrently(2, func(i int) { replies[i] = send("amo-url-token") })
+	for i, r := range replies {
+		if r.Status != 200 || r.Replayed() {
+			t.Fatalf("delivery %d: %d replayed=%v; want the site's answer", i+1, r.Status, r.Replayed())
+		}
+	}
+	if site.Executions("lead-25399013") != 2 || site.Peak() != 1 {
+		t.Fatalf("executions %d, peak %d; want both run, one at a time", site.Executions("lead-25399013"), site.Peak())
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "amo", "outcome", "passthrough"); n != 2 {
+		t.Errorf("passthrough counted %v times, want 2", n)
+	}
+}
