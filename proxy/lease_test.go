@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,5 +132,77 @@ senders:
 	t.Cleanup(func() { srv.Close(); _ = p.Close(t.Context()) })
 	if r := proxytest.Post(t, srv.URL+"/hooks/shop", `{}`, "X-Event-Id", "s1"); r.Status != 200 || site.Executions("s1") != 1 {
 		t.Fatalf("short pause: %d, executions %d", r.Status, site.Executions("s1"))
+	}
+}
+
+// A replica whose claim was taken over while the site worked on its
+// forward (its renewals not reaching the store past the lease) logs its
+// delivery with stored:false: the site ran, the answer is not the
+// record's, and the operator can tell it from a stored one.
+func TestAnswerNotStoredIsLoggedAsSuch(t *testing.T) {
+	release := make(chan struct{})
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Slow") != "" {
+			<-release
+		}
+		fmt.Fprint(w, "ok")
+	})
+	config := `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    lease: 600ms
+`
+	shared := newStore(t)
+	paused := &frozenStore{Store: shared}
+	c, err := contract.Parse([]byte(config), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(site.URL)
+	logs := &proxytest.SyncBuffer{}
+	a, err := proxy.New(proxy.Options{Upstream: u, Contract: c, Store: paused, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvA := httptest.NewServer(a)
+	t.Cleanup(func() { srvA.Close(); _ = a.Close(t.Context()) })
+	b := proxytest.Start(t, shared, site.URL, config)
+
+	first := make(chan proxytest.Reply, 1)
+	go func() { first <- proxytest.Post(t, srvA.URL+"/hooks/shop", `{}`, "X-Event-Id", "e2", "X-Slow", "1") }()
+	for site.Executions("e2") == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	paused.frozen.Store(true) // A's renewals stop reaching the store
+	time.Sleep(900 * time.Millisecond)
+	if r := proxytest.Post(t, b.URL+"/hooks/shop", `{}`, "X-Event-Id", "e2"); r.Status != 200 {
+		t.Fatalf("the retry on B: %d", r.Status)
+	}
+	paused.frozen.Store(false)
+	close(release)
+	<-first
+	if !strings.Contains(logs.String(), `"stored":false`) || !strings.Contains(logs.String(), "answer not stored") {
+		t.Fatalf("A's log does not say its answer was not stored:\n%s", logs.String())
+	}
+}
+
+// Forwards that take no claim but know the event's key (shadow mode,
+// on_store_error: forward) carry Idempotency-Key like a claimed one.
+func TestShadowForwardsCarryTheKey(t *testing.T) {
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: shop
+    mode: shadow
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`)
+	for range 2 {
+		proxytest.Post(t, px.URL+"/hooks/shop", `{}`, "X-Event-Id", "s9")
+	}
+	if site.Executions("s9") != 2 || site.LastHeader("s9").Get("Idempotency-Key") != "shop:s9" {
+		t.Fatalf("executions %d, last Idempotency-Key %q; want both forwarded with shop:s9", site.Executions("s9"), site.LastHeader("s9").Get("Idempotency-Key"))
 	}
 }

@@ -855,11 +855,21 @@ func (d *delivery) recordConflict(stored dedupe.Record) {
 
 // forwardPlain hands the delivery to the site without a claim (shadow mode,
 // missing_key: pass, on_store_error: forward).
+//
+// A delivery whose key was read (shadow mode, on_store_error: forward)
+// carries the forward key header like a claimed one, so the site can pass
+// a stable key on; one without a key (missing_key: pass, forwarded
+// without dedupe, unmatched) goes exactly as the sender sent it.
 func (d *delivery) forwardPlain() {
 	r := d.r.Clone(d.r.Context())
 	r.Body = io.NopCloser(bytes.NewReader(d.body))
 	r.ContentLength = int64(len(d.body))
 	r.GetBody = nil
+	if d.s != nil && d.key != "" && d.s.ForwardKeyHeader != "" {
+		// Hop-by-hop headers are gone already (Inspect), so a sender's
+		// Connection list cannot strip it.
+		r.Header.Set(d.s.ForwardKeyHeader, d.s.Name+":"+d.key)
+	}
 	d.p.pass.ServeHTTP(d.w, r)
 }
 
@@ -958,9 +968,10 @@ func (d *delivery) forwardClaimed() {
 	})
 	att := d.attempt(dec.outcome, dec.status)
 	beat.settling.Store(true)
+	stored := true
 	switch dec.store {
 	case storeComplete:
-		d.complete(c, beat, att)
+		stored = d.complete(c, beat, att)
 	case storeHold:
 		d.hold(att)
 	case storeRelease:
@@ -972,6 +983,12 @@ func (d *delivery) forwardClaimed() {
 		attrs = []any{"reason", why}
 	case err != nil:
 		attrs = []any{"err", err.Error()}
+	}
+	if !stored {
+		// The site ran, but its answer is not this event's record: the
+		// claim was taken over (or the store stayed down past the lease),
+		// and a retry may run the handler again.
+		attrs = append(attrs, "stored", false)
 	}
 	if dec.reply == replyAmbiguous {
 		attrs = append(attrs, "claim", s.Ambiguous)
@@ -1099,11 +1116,12 @@ func (d *delivery) heartbeat() *beat {
 	return b
 }
 
-// complete stores the final answer, retrying a store that is down for as
+// complete stores the final answer (false: it is not, and a retry may run
+// the handler again), retrying a store that is down for as
 // long as the lease is surely ours (the heartbeat keeps renewing it), so a
 // store blip of a few seconds loses no answer. Past that, a retry after
 // the lease would run the handler again: logged and counted.
-func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) {
+func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored bool) {
 	resp := storable(d.s, c)
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -1111,26 +1129,26 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) {
 			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp, att)
 		})
 		if err == nil {
-			return
+			return true
 		}
 		if errors.Is(err, dedupe.ErrNotOwner) {
 			if attempt > 1 && d.storedByUs() {
-				return // an earlier attempt committed; only its reply was lost
+				return true // an earlier attempt committed; only its reply was lost
 			}
 			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
 			d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
-			return
+			return false
 		}
 		// Another try only while the claim is surely still ours.
 		if b.leaseLeft() <= pause {
 			// A write the store applied after its reply was lost (a frozen
 			// or cut database) is not a lost answer: look before saying so.
 			if d.storedByUs() {
-				return
+				return true
 			}
 			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
 			d.log.Error("answer not stored before the lease ran out: a retry will run the handler again", "key", d.key, "attempts", attempt, "err", err)
-			return
+			return false
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, time.Second)
