@@ -115,7 +115,11 @@ func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 // fails unless the database answers with a current schema (see Ping).
 // Every write of the returned Store fails with dedupe.ErrReadOnly, and its
 // sessions are read-only on the server as well
-// (default_transaction_read_only), whatever the DSN says.
+// (default_transaction_read_only), whatever the DSN says. The setting is
+// made once a session is open, not as a startup parameter: a failover DSN
+// (host1,host2…?target_session_attrs=read-write, the one serve uses) looks
+// for a writable primary, and would refuse every host whose session
+// started read-only.
 func OpenReadOnly(ctx context.Context, dsn string) (dedupe.Store, error) {
 	s, err := openReadOnly(ctx, dsn)
 	if err != nil {
@@ -129,7 +133,11 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	delete(cfg.ConnConfig.RuntimeParams, "default_transaction_read_only")
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET default_transaction_read_only = on")
+		return err
+	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = 4 // one command, a query at a time
 	}

@@ -375,6 +375,28 @@ func TestOpenReadOnly(t *testing.T) {
 		})
 	})
 
+	t.Run("on serve's failover DSN", func(t *testing.T) {
+		// host1,host2 with target_session_attrs=read-write, as replicas
+		// in front of a primary and its standby are configured: the
+		// read-only commands open the same DSN (here both hosts are the
+		// one server).
+		dsn := srv.NewDatabase(t)
+		rw := mustNew(t, dsn)
+		if _, err := rw.Claim(ctxFor(t, 5*time.Second), dedupe.ClaimRequest{Sender: "s", Key: "k", PayloadHash: "h", Owner: "o", Lease: time.Minute, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		hostPort := fmt.Sprintf("127.0.0.1:%d", srv.Port())
+		failover := strings.Replace(dsn, hostPort, hostPort+","+hostPort, 1) + "&target_session_attrs=read-write"
+		s, err := postgres.OpenReadOnly(ctxFor(t, 10*time.Second), failover)
+		if err != nil {
+			t.Fatalf("OpenReadOnly on %s: %v", failover, err)
+		}
+		defer s.Close()
+		if rec, err := s.Get(ctxFor(t, 5*time.Second), "s", "k"); err != nil || rec.Key != "k" {
+			t.Fatalf("Get through the failover DSN: %+v %v", rec, err)
+		}
+	})
+
 	t.Run("sessions are read-only on the server", func(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		mustNew(t, dsn)
