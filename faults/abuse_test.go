@@ -194,6 +194,44 @@ func TestEarlyAnswersAndIdleSockets(t *testing.T) {
 	}
 }
 
+// Sockets that declare a full max_body, send 16 KiB and one byte more,
+// then stall (about 4 MiB of traffic in all, no signature): what each
+// holds grows with what it sent, so a webhook is still served among 256
+// of them and the process stays far below the body budget (256 × 1 MiB).
+// Before, each reserved its declared 1 MiB once its 16 KiB had arrived:
+// every webhook got 503 until body_timeout.
+func TestStalledSocketsHoldWhatTheySent(t *testing.T) {
+	needBinary(t)
+	s := newSite(t, nil)
+	p := startServe(t, serveOpts{
+		store: "sqlite:" + filepath.Join(t.TempDir(), "stalled.db"), upstream: s.URL,
+		config: "max_body: 1MiB\nsenders:\n  - name: shop\n    match: { path: /hooks/shop }\n    key: [ { body: id } ]\n",
+	})
+	addr := strings.TrimPrefix(p.URL, "http://")
+	before := procStatus(t, p.pid(), "VmRSS")
+	chunk := strings.Repeat("x", 16<<10+1)
+	for range 256 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", 1<<20, chunk)
+	}
+	time.Sleep(time.Second) // every socket's 16 KiB + 1 has been read
+	client := newClient(t, 30*time.Second)
+	r := post(client, p.URL+"/hooks/shop", `{"id":"among-stalled"}`)
+	rss := procStatus(t, p.pid(), "VmRSS")
+	t.Logf("among 256 stalled sockets: %s, executions %d; RSS %d MiB before, %d MiB with them open", r, s.execs("among-stalled"), before>>20, rss>>20)
+	if !r.ok() || s.execs("among-stalled") != 1 {
+		t.Fatalf("a delivery among stalled sockets: %s, executions %d; want it run once", r, s.execs("among-stalled"))
+	}
+	// 256 × 32 KiB held is 8 MiB; the declared lengths would be 256 MiB.
+	if grown := rss - before; grown > 64<<20 {
+		t.Fatalf("RSS grew by %d MiB with 256 stalled sockets open, want well under the 256 MiB they declared", grown>>20)
+	}
+}
+
 // earlySite answers 200 from the request's headers and closes without
 // reading the body, counting its runs.
 type earlySite struct {

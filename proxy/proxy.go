@@ -287,11 +287,12 @@ func (d *delivery) reserve(n int64) bool {
 }
 
 // readBody reads a body of declared length cl (-1: chunked) up to max,
-// reserving memory before allocating it: a body over 16 KiB gets its
-// declared length only once its first 16 KiB have arrived (a socket that
-// sends headers and nothing more holds 16 KiB, not max_body); a chunked
-// one grows by doubling. Past max it returns what it read and an
-// *http.MaxBytesError; when reserve refuses, errBodyBudget.
+// reserving memory before allocating it: a body over 16 KiB starts with
+// 16 KiB and doubles as it arrives, never past its declared length (a
+// socket that sends headers and nothing more holds 16 KiB, one that
+// stalls after n bytes at most about 2n, not max_body). Past max it
+// returns what it read and an *http.MaxBytesError; when reserve refuses,
+// errBodyBudget.
 func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, error) {
 	const first = 16 << 10
 	if cl > max {
@@ -315,10 +316,11 @@ func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, err
 	body := make([]byte, 0, first)
 	for int64(len(body)) < limit {
 		if len(body) == cap(body) {
+			// Doubling, for a declared length as for chunks: what a
+			// delivery holds grows with what arrived, so a socket that
+			// sends 16 KiB and a byte, then stalls, holds 32 KiB, not the
+			// Content-Length it declared.
 			grow := min(int64(cap(body)), limit-int64(len(body)))
-			if cl >= 0 {
-				grow = cl - int64(len(body)) // the sender is sending: all of it
-			}
 			if !reserve(grow) {
 				return body, errBodyBudget
 			}
