@@ -198,8 +198,10 @@ senders:
 	if inflight > limit || n > limit {
 		t.Errorf("%v requests held at once (%d by the senders' count), max_inflight is %d", inflight, n, limit)
 	}
-	// 64 × 1 MiB held, plus the test's own buffers and the senders' sockets.
-	if grew > rssBound(160<<20) || heap > 112<<20 {
+	// 64 × 1 MiB held, plus the test's own buffers and the senders' sockets,
+	// plus the buffers bodies outgrew while they doubled (pooled, reused,
+	// collected): up to about a quarter more of the Go heap.
+	if grew > rssBound(160<<20) || heap > 128<<20 {
 		t.Errorf("RSS grew by %d MiB, heap by %d MiB with max_inflight %d × max_body 1MiB", grew>>20, heap>>20, limit)
 	}
 	if site.Total() != 0 {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
@@ -313,18 +314,21 @@ func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, err
 	if !reserve(first) {
 		return nil, errBodyBudget
 	}
-	body := make([]byte, 0, first)
+	body := bodyBuf(first)
 	for int64(len(body)) < limit {
 		if len(body) == cap(body) {
 			// Doubling, for a declared length as for chunks: what a
 			// delivery holds grows with what arrived, so a socket that
 			// sends 16 KiB and a byte, then stalls, holds 32 KiB, not the
-			// Content-Length it declared.
+			// Content-Length it declared. The buffer it outgrew goes back
+			// to a pool for the next body, not to the garbage.
 			grow := min(int64(cap(body)), limit-int64(len(body)))
 			if !reserve(grow) {
 				return body, errBodyBudget
 			}
-			body = slices.Grow(body, int(grow))
+			next := append(bodyBuf(len(body)+int(grow)), body...)
+			freeBodyBuf(body)
+			body = next
 		}
 		n, err := r.Read(body[len(body):min(int64(cap(body)), limit)])
 		body = body[:len(body)+n]
@@ -342,6 +346,41 @@ func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, err
 		return body, &http.MaxBytesError{Limit: max}
 	}
 	return body, nil
+}
+
+// bodyPools hold the buffers a growing body outgrew, by size: 16 KiB
+// shifted left by the pool's index. Only exact sizes are pooled; a body's
+// last buffer (its declared length) is the delivery's and never returns.
+var bodyPools [10]sync.Pool
+
+func bodyPool(size int) *sync.Pool {
+	const first = 16 << 10
+	if size < first || size&(size-1) != 0 {
+		return nil
+	}
+	i := bits.Len(uint(size/first)) - 1
+	if i >= len(bodyPools) {
+		return nil
+	}
+	return &bodyPools[i]
+}
+
+// bodyBuf returns an empty buffer of capacity size, pooled when it can be.
+func bodyBuf(size int) []byte {
+	if p := bodyPool(size); p != nil {
+		if b, ok := p.Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// freeBodyBuf gives back a buffer a body outgrew: nothing refers to it.
+func freeBodyBuf(b []byte) {
+	if p := bodyPool(cap(b)); p != nil {
+		b = b[:0]
+		p.Put(&b)
+	}
 }
 
 // refusals counts requests refused past max_inflight for the log, which
