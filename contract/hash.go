@@ -13,8 +13,10 @@ import (
 // the request has no body (a GET callback), or the sender's key reads the
 // query or $_REQUEST — the query too, in a canonical form (PHP's reading
 // of it, fields sorted by name): a re-signed GET with another amount under
-// one InvId is a conflict, not a replay. A request with an empty query
-// hashes as before.
+// one InvId is a conflict, not a replay. For such a sender a request with
+// an empty query is hashed in the same form, with the query empty, so a
+// record it leaves can never be taken for the old form below: a later
+// request with the same body and some query is a conflict, not a replay.
 //
 // legacy is the hash as hookonce computed it before the query counted
 // (the body alone), returned when it differs from hash: a record stored by
@@ -38,9 +40,6 @@ func (s *Sender) RequestHash(req *Request) (hash, legacy string, err error) {
 		return body, "", nil
 	}
 	q := canonicalQuery(req.queryVars())
-	if q == "" {
-		return body, "", nil
-	}
 	sum := sha256.Sum256([]byte("hookonce-hash-v2\x00" + body + "\x00" + q))
 	return hex.EncodeToString(sum[:]), body, nil
 }

@@ -51,9 +51,15 @@ func TestRequestHashCoversTheQuery(t *testing.T) {
 	if b1 != b2 || l1 != "" {
 		t.Errorf("a JSON sender's hash depends on the query: %s %s (legacy %q)", b1, b2, l1)
 	}
-	// No query: the hash is the body's, unchanged from older versions.
-	if h, l := hashOf(t, req, "GET", "/r", ""); l != "" || h != mustHash(t, req, "") {
-		t.Errorf("an empty GET hashes as %s (legacy %q), want the body hash", h, l)
+	// No query: hashed in the query form too, with the query empty, so a
+	// record it leaves is never the body-only form an older hookonce
+	// stored (that form stays the legacy one, for those records).
+	h0, l0 := hashOf(t, req, "GET", "/r", "")
+	if h0 == mustHash(t, req, "") || l0 != mustHash(t, req, "") {
+		t.Errorf("an empty GET hashes as %s (legacy %q), want the query form, legacy the body hash", h0, l0)
+	}
+	if hq, lq := hashOf(t, req, "GET", "/r?InvId=7", ""); hq == h0 || lq != l0 {
+		t.Errorf("a GET with a query hashes as the one without: %s (legacy %q)", hq, lq)
 	}
 }
 

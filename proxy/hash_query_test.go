@@ -62,3 +62,33 @@ senders:
 		t.Fatalf("the site ran %d times, want once", n)
 	}
 }
+
+// A record this hookonce wrote from a request without a query holds the
+// query form of the hash, never the older body-only form: a later request
+// with the same body and some query is a changed payload (422), not a
+// replay of the first (issue 33: the old form matched any query).
+func TestQuerylessRecordIsNotTheOldForm(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.StartProxy(t, store, site.URL, `
+senders:
+  - name: rk
+    match: { method: "GET,POST", path: /result.php }
+    key: [ { request: InvId } ]
+`)
+	post := func(target string) *http.Response {
+		return send(t, px, "POST", target, "InvId=9&OutSum=10", "Content-Type", "application/x-www-form-urlencoded")
+	}
+	if r := post("/result.php"); r.StatusCode != 200 || site.Total() != 1 {
+		t.Fatalf("first callback: %d, %d runs", r.StatusCode, site.Total())
+	}
+	if r := post("/result.php"); r.Header.Get(proxy.ReplayHeader) != "true" {
+		t.Fatalf("its exact repeat: %d, replayed %q", r.StatusCode, r.Header.Get(proxy.ReplayHeader))
+	}
+	if r := post("/result.php?OutSum=99"); r.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("the same body with a query that changes the amount: %d replayed %q, want 422", r.StatusCode, r.Header.Get(proxy.ReplayHeader))
+	}
+	if n := site.Total(); n != 1 {
+		t.Fatalf("the site ran %d times, want once", n)
+	}
+}
