@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -30,29 +31,7 @@ func migrationFiles(t testing.TB) []string {
 // a claim in flight, migrates in place: the record is untouched and still
 // fenced by its owner, and objects can be locked.
 func TestMigrateFromVersion2(t *testing.T) {
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	ctx := ctxFor(t, 30*time.Second)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE hookonce_schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
-		t.Fatal(err)
-	}
-	for v, name := range []string{"0001_init.sql", "0002_released_attempts.sql"} {
-		b, err := os.ReadFile(filepath.Join("migrations", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, string(b)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO hookonce_schema_migrations (version, name) VALUES ($1, $2)`, v+1, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dsn, conn, ctx := databaseAt(t, "0001_init.sql", "0002_released_attempts.sql")
 	if _, err := conn.Exec(ctx, `INSERT INTO hookonce_records (sender, key, state, payload_hash, owner, lease_until, received_at, expires_at)
 		VALUES ('s', 'inflight', 'processing', 'h', 'old-owner', now() + interval '1 minute', now(), now() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
@@ -220,29 +199,7 @@ func TestObjectLocksShareCommitsWithClaims(t *testing.T) {
 // conflict reads back with an id and no payload, so accepting it is
 // refused as not kept; a conflict recorded now is accepted once.
 func TestMigrateFromVersion3(t *testing.T) {
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	ctx := ctxFor(t, 30*time.Second)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE hookonce_schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
-		t.Fatal(err)
-	}
-	for v, name := range []string{"0001_init.sql", "0002_released_attempts.sql", "0003_objects.sql"} {
-		b, err := os.ReadFile(filepath.Join("migrations", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, string(b)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO hookonce_schema_migrations (version, name) VALUES ($1, $2)`, v+1, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dsn, conn, ctx := databaseAt(t, "0001_init.sql", "0002_released_attempts.sql", "0003_objects.sql")
 	if _, err := conn.Exec(ctx, `INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at)
 		VALUES ('s', 'evt', 'h1', 'h2', now(), ARRAY['amount'], now() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
@@ -276,4 +233,34 @@ func TestMigrateFromVersion3(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM hookonce_schema_migrations`).Scan(&n); err != nil || n != len(migrationFiles(t)) {
 		t.Fatalf("%d migrations recorded (%v), want %d", n, err, len(migrationFiles(t)))
 	}
+}
+
+// databaseAt is a new database migrated by the named files only, as an
+// older release left it, and a connection to it (closed with the test).
+func databaseAt(t *testing.T, migrations ...string) (string, *pgx.Conn, context.Context) {
+	t.Helper()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	ctx := ctxFor(t, 30*time.Second)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, `CREATE TABLE hookonce_schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	for v, name := range migrations {
+		b, err := os.ReadFile(filepath.Join("migrations", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, string(b)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO hookonce_schema_migrations (version, name) VALUES ($1, $2)`, v+1, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dsn, conn, ctx
 }
