@@ -118,6 +118,11 @@ func TestCGIHeaderLeavesTheRequest(t *testing.T) {
 	if len(h) != 3 || h.Get("X-Custom") != "b" || h["X_custom"][0] != "a" {
 		t.Fatalf("the request's own headers changed: %v", h)
 	}
+	// The body is read by the real Content-Type only (CGI's CONTENT_TYPE):
+	// a Content_Type beside it is not a second one.
+	if j := contract.CGIHeader(http.Header{"Content-Type": {"application/json"}, "Content_type": {"text/plain"}}); len(j.Values("Content-Type")) != 1 {
+		t.Fatalf("judged Content-Type = %q, want the real header's only", j.Values("Content-Type"))
+	}
 	plain := http.Header{"Accept": {"*/*"}}
 	if j := contract.CGIHeader(plain); len(j) != 1 {
 		t.Fatalf("plain header changed: %v", j)

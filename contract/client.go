@@ -98,6 +98,13 @@ func CGIHeader(h http.Header) http.Header {
 	slices.Sort(names) // merged values in one order, run after run
 	for _, k := range names {
 		n := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		if n == "Content-Type" || n == "Content-Length" {
+			// PHP parses the body by CONTENT_TYPE and CONTENT_LENGTH,
+			// which only the real headers set: a Content_Type header is
+			// not the one the body is read by, and must not make a
+			// genuine delivery's Content-Type look sent twice.
+			n = k
+		}
 		out[n] = append(out[n], h[k]...)
 	}
 	return out

@@ -28,6 +28,11 @@ if (!hash_equals(hash_hmac('sha256', $body, '` + cgiSecret + `'), $sig)) { http_
 sitetest_id((string)($_SERVER['HTTP_X_EVENT_ID'] ?? ''));
 echo "ok\n";
 `,
+	// A form handler keyed on its POST field.
+	"hooks/form.php": `<?php
+sitetest_id((string)($_POST['id'] ?? ''));
+echo "ok\n";
+`,
 }
 
 const cgiConfig = `
@@ -36,6 +41,9 @@ senders:
     match: { path: /hooks/sig.php }
     key: [ { header: X-Event-Id } ]
     signature: { scheme: hmac-sha256, header: X-Signature, encoding: hex, secret_env: SITE_TEST_CGI_SECRET }
+  - name: form
+    match: { path: /hooks/form.php }
+    key: [ { form: id } ]
 `
 
 func TestHeaderSpellingsPHPMerges(t *testing.T) {
@@ -81,6 +89,24 @@ func TestHeaderSpellingsPHPMerges(t *testing.T) {
 		}
 		if n := len(runsOf(t, site, "u2")); n != 1 {
 			t.Fatalf("event u2 ran %d times, want once", n)
+		}
+	})
+
+	t.Run("ContentTypeUnderscore", func(t *testing.T) {
+		// PHP reads the body by CONTENT_TYPE, which only the real header
+		// sets: a Content_Type beside it changes nothing at the site, and
+		// hookonce does not refuse what the site would take.
+		form := []string{"Content-Type", "application/x-www-form-urlencoded", "Content_Type", "text/plain"}
+		if r := send(t, site.URL, "127.0.0.1", "POST", "/hooks/form.php", "id=direct-ct", form...); r.status != 200 || len(runsOf(t, site, "direct-ct")) != 1 {
+			t.Fatalf("precondition: the site answered %d %q and did not read the form", r.status, r.body)
+		}
+		for range 2 {
+			if r := send(t, ho.URL, "127.0.0.1", "POST", "/hooks/form.php", "id=u4", form...); r.status != 200 {
+				t.Fatalf("with Content_Type: %d %q, want the site's answer", r.status, r.body)
+			}
+		}
+		if n := len(runsOf(t, site, "u4")); n != 1 {
+			t.Fatalf("event u4 ran %d times, want once", n)
 		}
 	})
 
