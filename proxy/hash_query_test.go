@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,14 +18,7 @@ import (
 // with another OutSum under a known InvId was replayed the first one's
 // answer). Executions are counted at the site.
 func TestGetCallbackPayloadIsItsQuery(t *testing.T) {
-	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
-	px := proxytest.StartProxy(t, store, site.URL, `
-senders:
-  - name: rk
-    match: { method: "GET,POST", path: /result.php }
-    key: [ { request: InvId } ]
-`)
+	store, site, px := startRequestKeyed(t)
 	get := func(q string) *http.Response { return send(t, px, "GET", "/result.php?"+q, "") }
 
 	if r := get("OutSum=10&InvId=7"); r.StatusCode != 200 || site.Total() != 1 {
@@ -68,14 +62,7 @@ senders:
 // with the same body and some query is a changed payload (422), not a
 // replay of the first (issue 33: the old form matched any query).
 func TestQuerylessRecordIsNotTheOldForm(t *testing.T) {
-	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
-	px := proxytest.StartProxy(t, store, site.URL, `
-senders:
-  - name: rk
-    match: { method: "GET,POST", path: /result.php }
-    key: [ { request: InvId } ]
-`)
+	_, site, px := startRequestKeyed(t)
 	post := func(target string) *http.Response {
 		return send(t, px, "POST", target, "InvId=9&OutSum=10", "Content-Type", "application/x-www-form-urlencoded")
 	}
@@ -91,4 +78,19 @@ senders:
 	if n := site.Total(); n != 1 {
 		t.Fatalf("the site ran %d times, want once", n)
 	}
+}
+
+// startRequestKeyed runs a sender keyed on $_REQUEST's InvId, as Robokassa
+// calls back, by GET or POST, before a counting site.
+func startRequestKeyed(t *testing.T) (dedupe.Store, *proxytest.Upstream, *httptest.Server) {
+	t.Helper()
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.StartProxy(t, store, site.URL, `
+senders:
+  - name: rk
+    match: { method: "GET,POST", path: /result.php }
+    key: [ { request: InvId } ]
+`)
+	return store, site, px
 }
