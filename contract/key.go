@@ -89,12 +89,18 @@ var ErrBadKey = errors.New("event id invalid")
 type unreadablePart struct{ err error }
 
 func (u unreadablePart) Error() string { return u.err.Error() }
+func (u unreadablePart) Unwrap() error { return u.err }
 
 // KeyUnreadable reports whether err, from Key or ObjectKey, says a part
-// was there but could not be read as the site reads it, or holds what no
-// key should (ErrBadKey), rather than that it was absent.
+// was there but could not be read as the site reads it (a header sent
+// twice, an ambiguous request: name, a value that is an object), or holds
+// what no key should (ErrBadKey), rather than that it was absent. A body
+// that is not JSON (or not a form) at all holds no such part: absent.
 func KeyUnreadable(err error) bool {
 	var u unreadablePart
+	if errors.Is(err, errNotJSON) || errors.Is(err, errNotForm) {
+		return false
+	}
 	return errors.As(err, &u) || errors.Is(err, ErrBadKey)
 }
 

@@ -154,3 +154,34 @@ senders:
 		t.Fatalf("genuine delivery: %d, executions %d; want it run", r.Status, site.Executions("c1"))
 	}
 }
+
+// A body of another kind than the order key reads (a form where the key
+// names a JSON path) holds no order at all: the delivery runs, unserialized
+// and counted, rather than being refused where the site would take it.
+func TestSerializeKeyInABodyOfAnotherKind(t *testing.T) {
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    serialize: { key: [ { body: order } ] }
+`)
+	req, err := http.NewRequest(http.MethodPost, px.URL+"/hooks/shop", strings.NewReader("order=o1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Event-Id", "f1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || site.Executions("f1") != 1 {
+		t.Fatalf("a form body under a JSON order key: %d, executions %d; want it run", resp.StatusCode, site.Executions("f1"))
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_unserialized_total", "sender", "shop"); n != 1 {
+		t.Errorf("hookonce_unserialized_total = %v, want 1", n)
+	}
+}
