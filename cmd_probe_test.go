@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testenv"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -131,12 +132,7 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 	bin := buildLikeDockerfile(t, "v9.9.9-test")
 
 	t.Run("Static", func(t *testing.T) {
-		if _, err := exec.LookPath("file"); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("file(1) is missing")
-			}
-			t.Skip("file(1) is missing")
-		}
+		testenv.LookPath(t, "apt-get install file", "file")
 		out, err := exec.Command("file", "-L", bin).CombinedOutput()
 		if err != nil {
 			t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/internal/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -68,14 +69,7 @@ var comingAnchors = map[string][]string{
 // under CI (.ci/run installs Debian's prometheus package, which ships it).
 func needPromtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is missing under CI (.ci/run installs the prometheus package)")
-		}
-		t.Skip("promtool is not installed (apt-get install prometheus)")
-	}
-	return p
+	return testenv.LookPath(t, "apt-get install prometheus", "promtool")
 }
 
 func promtool(t *testing.T, bin string, args ...string) (string, error) {

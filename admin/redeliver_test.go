@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/internal/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -79,10 +80,7 @@ func playwright(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("playwright-core is not installed under admin/testdata/browser (CI runs npm ci there)")
-		}
-		t.Skip("playwright-core is not installed: (cd admin/testdata/browser && npm ci)")
+		testenv.Missing(t, "playwright-core is not installed under admin/testdata/browser", "cd admin/testdata/browser && npm ci")
 	}
 	return dir
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hookonce/hookonce/internal/testenv"
 )
 
 // These tests hold hookonce's reading of query strings, forms and JSON to
@@ -18,14 +19,7 @@ import (
 
 func needPHP(t testing.TB) string {
 	t.Helper()
-	php, err := exec.LookPath("php")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("php is missing under CI (.ci/run installs php-cli)")
-		}
-		t.Skip("php is not installed (apt-get install php-cli): the PHP reference is not run")
-	}
-	return php
+	return testenv.LookPath(t, "apt-get install php-cli: the PHP reference is not run", "php")
 }
 
 // runPHP feeds cases (JSON) to a PHP script on stdin and decodes its JSON

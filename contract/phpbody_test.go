@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hookonce/hookonce/internal/testenv"
 )
 
 // These tests hold hookonce's reading of request bodies to PHP 8.2's
@@ -56,13 +58,7 @@ echo json_encode(["get" => hx($_GET), "post" => hx($_POST), "merged" => hx(array
 
 func needPHPCGI(t testing.TB) (cgi, script string) {
 	t.Helper()
-	cgi, err := exec.LookPath("php-cgi")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("php-cgi is missing under CI (apt-get install php-cgi)")
-		}
-		t.Skip("php-cgi is not installed (apt-get install php-cgi): the PHP body reference is not run")
-	}
+	cgi = testenv.LookPath(t, "apt-get install php-cgi: the PHP body reference is not run", "php-cgi")
 	script = filepath.Join(t.TempDir(), "dump.php")
 	if err := os.WriteFile(script, []byte(phpDumpScript), 0o644); err != nil {
 		t.Fatal(err)

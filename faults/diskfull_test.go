@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookonce/hookonce/internal/testenv"
 )
 
 // diskConfig: a 1s lease, so that an answer that could not be stored is
@@ -47,7 +49,7 @@ func needMount(t *testing.T) {
 	}
 	msg := fmt.Sprintf("cannot mount a tmpfs in a private mount namespace (unshare + mount: %v: %s); the disk-full tests need root or CAP_SYS_ADMIN",
 		err, strings.TrimSpace(string(out)))
-	if ciSet() {
+	if testenv.CI() {
 		t.Fatal(msg + " (CI is set: they must run there)")
 	}
 	t.Skip(msg + "; skipping (CI unset)")

@@ -493,9 +493,3 @@ func histogram(m map[int]int) string {
 	}
 	return b.String()
 }
-
-// ciSet reports whether CI is set to something true-ish.
-func ciSet() bool {
-	ci := os.Getenv("CI")
-	return ci != "" && ci != "false" && ci != "0"
-}

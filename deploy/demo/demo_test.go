@@ -6,6 +6,7 @@ package demo_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testenv"
 )
 
 func TestDemoShowsDuplicatesOnlyWithoutHookonce(t *testing.T) {
@@ -26,10 +28,7 @@ func TestDemoShowsDuplicatesOnlyWithoutHookonce(t *testing.T) {
 func TestDemoOnPostgres(t *testing.T) {
 	needPHP(t)
 	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL is missing under CI: %v", err)
-		}
-		t.Skipf("PostgreSQL is not installed: %v", err)
+		testenv.Missing(t, fmt.Sprintf("PostgreSQL is not installed: %v", err), "apt-get install postgresql")
 	}
 	srv, err := pgtest.StartServer(pgtest.Options{})
 	if err != nil {
@@ -52,10 +51,7 @@ func needPHP(t *testing.T) {
 	if missing == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(missing + " (CI installs php-cli php-sqlite3)")
-	}
-	t.Skip(missing + ": apt-get install php-cli php-sqlite3")
+	testenv.Missing(t, missing, "apt-get install php-cli php-sqlite3")
 }
 
 // runDemo runs demo.sh with hookonce on store ("" for its SQLite default)

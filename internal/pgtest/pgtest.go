@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/testenv"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -408,10 +409,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 func skipWithoutBinaries(t testing.TB) {
 	t.Helper()
 	if _, err := BinDir(); err != nil {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("%v (CI=%s: PostgreSQL is required here)", err, ci)
-		}
-		t.Skipf("%v; skipping (install PostgreSQL server binaries to run this test)", err)
+		testenv.Missing(t, err.Error(), "apt-get install postgresql")
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookonce/hookonce/internal/testenv"
 )
 
 // Server is one redis-server process started by this package.
@@ -43,10 +45,7 @@ func Binary(tb testing.TB) string {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redis-server not found in PATH under CI=true (install it: apt-get install redis-server): %v", err)
-		}
-		tb.Skipf("redis-server not installed; skipping Redis tests (apt-get install redis-server, or run .ci/run)")
+		testenv.Missing(tb, fmt.Sprintf("redis-server not found: %v", err), "apt-get install redis-server, or run .ci/run")
 	}
 	return bin
 }
