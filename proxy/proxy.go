@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/bits"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
@@ -92,7 +91,8 @@ type Proxy struct {
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
 	bodyBytes atomic.Int64
-	refused   refusals // refusals past max_inflight, for the log
+	refused   refusals  // refusals past max_inflight, for the log
+	peers     peerBytes // body bytes per client address still arriving
 
 	// abortCtx is cancelled when a shutdown stops waiting for forwards;
 	// every forward runs under it instead of under the sender's request.
@@ -233,179 +233,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.serve()
 }
 
-// takeSlot takes one of max_inflight slots for a delivery whose body has
-// arrived, or answers 503 and reports false. Each held delivery may keep
-// max_body and the site's answer in memory; a request still sending its
-// body holds only what it sent, and no slot, so sockets that send headers
-// and nothing more cannot starve the senders (they end at body_timeout).
-func (d *delivery) takeSlot() bool {
-	p, c := d.p, d.c
-	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
-		p.held.Add(-1)
-		d.overloaded()
-		return false
-	}
-	p.m.inflight.Inc()
-	return true
-}
-
-// overloaded answers 503 to a delivery refused past max_inflight (a slot
-// or the body memory): counted with sender="" (no sender was chosen), and
-// logged at most a line a second for all of them.
-func (d *delivery) overloaded() {
-	p := d.p
-	p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
-	if n := p.refused.note(time.Now()); n > 0 {
-		p.log.Warn("webhook", "sender", "", "path", d.rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
-			"max_inflight", d.c.MaxInflight, "refused", n)
-	}
-	answerOverloaded(d.w)
-}
-
-func (d *delivery) freeSlot() {
-	d.p.held.Add(-1)
-	d.p.m.inflight.Dec()
-}
-
-// errBodyBudget: the bodies being received and held already take
-// max_inflight × max_body.
-var errBodyBudget = errors.New("the memory for request bodies (max_inflight × max_body) is taken")
-
-// reserve accounts n more bytes of request body against max_inflight ×
-// max_body, or reports false. What a delivery reserved is given back when
-// it ends (serve).
-func (d *delivery) reserve(n int64) bool {
-	c := d.c
-	if c.MaxInflight <= 0 {
-		return true
-	}
-	if d.p.bodyBytes.Add(n) > int64(c.MaxInflight)*c.MaxBody {
-		d.p.bodyBytes.Add(-n)
-		return false
-	}
-	d.reserved += n
-	return true
-}
-
-// readBody reads a body of declared length cl (-1: chunked) up to max,
-// reserving memory before allocating it: a body over 16 KiB starts with
-// 16 KiB and doubles as it arrives, never past its declared length (a
-// socket that sends headers and nothing more holds 16 KiB, one that
-// stalls after n bytes at most about 2n, not max_body). Past max it
-// returns what it read and an *http.MaxBytesError; when reserve refuses,
-// errBodyBudget.
-func readBody(r io.Reader, cl, max int64, reserve func(int64) bool) ([]byte, error) {
-	const first = 16 << 10
-	if cl > max {
-		return nil, &http.MaxBytesError{Limit: max}
-	}
-	if cl >= 0 && cl <= first {
-		if !reserve(cl) {
-			return nil, errBodyBudget
-		}
-		body := make([]byte, cl) // small: exactly, in one allocation
-		_, err := io.ReadFull(r, body)
-		return body, err
-	}
-	limit := max + 1 // chunked: one byte past the limit tells "too large"
-	if cl >= 0 {
-		limit = cl
-	}
-	if !reserve(first) {
-		return nil, errBodyBudget
-	}
-	body := bodyBuf(first)
-	for int64(len(body)) < limit {
-		if len(body) == cap(body) {
-			// Doubling, for a declared length as for chunks: what a
-			// delivery holds grows with what arrived, so a socket that
-			// sends 16 KiB and a byte, then stalls, holds 32 KiB, not the
-			// Content-Length it declared. The buffer it outgrew goes back
-			// to a pool for the next body, not to the garbage.
-			grow := min(int64(cap(body)), limit-int64(len(body)))
-			if !reserve(grow) {
-				return body, errBodyBudget
-			}
-			next := append(bodyBuf(len(body)+int(grow)), body...)
-			freeBodyBuf(body)
-			body = next
-		}
-		n, err := r.Read(body[len(body):min(int64(cap(body)), limit)])
-		body = body[:len(body)+n]
-		if err == io.EOF {
-			if cl >= 0 && int64(len(body)) < cl {
-				return body, io.ErrUnexpectedEOF
-			}
-			break
-		}
-		if err != nil {
-			return body, err
-		}
-	}
-	if int64(len(body)) > max {
-		return body, &http.MaxBytesError{Limit: max}
-	}
-	return body, nil
-}
-
-// bodyPools hold the buffers a growing body outgrew, by size: 16 KiB
-// shifted left by the pool's index. Only exact sizes are pooled; a body's
-// last buffer (its declared length) is the delivery's and never returns.
-var bodyPools [10]sync.Pool
-
-func bodyPool(size int) *sync.Pool {
-	const first = 16 << 10
-	if size < first || size&(size-1) != 0 {
-		return nil
-	}
-	i := bits.Len(uint(size/first)) - 1
-	if i >= len(bodyPools) {
-		return nil
-	}
-	return &bodyPools[i]
-}
-
-// bodyBuf returns an empty buffer of capacity size, pooled when it can be.
-func bodyBuf(size int) []byte {
-	if p := bodyPool(size); p != nil {
-		if b, ok := p.Get().(*[]byte); ok {
-			return (*b)[:0]
-		}
-	}
-	return make([]byte, 0, size)
-}
-
-// freeBodyBuf gives back a buffer a body outgrew: nothing refers to it.
-func freeBodyBuf(b []byte) {
-	if p := bodyPool(cap(b)); p != nil {
-		b = b[:0]
-		p.Put(&b)
-	}
-}
-
-// refusals counts requests refused past max_inflight for the log, which
-// gets at most one line a second (the metric counts every one): a flood
-// must not become a flood of log lines.
-type refusals struct {
-	mu      sync.Mutex
-	next    time.Time // when the next line may be written
-	pending int64     // refused since the last line
-}
-
-// note counts one refusal and answers how many the log line to write now
-// covers, or 0 for no line.
-func (r *refusals) note(now time.Time) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pending++
-	if now.Before(r.next) {
-		return 0
-	}
-	n := r.pending
-	r.pending, r.next = 0, now.Add(time.Second)
-	return n
-}
-
 func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -436,7 +263,9 @@ type delivery struct {
 	start time.Time
 
 	body     []byte
-	reserved int64 // bytes of p.bodyBytes this delivery holds
+	reserved int64      // bytes of p.bodyBytes this delivery holds
+	peer     netip.Addr // the client address its body counts against (admission.go)
+	arriving int64      // bytes of its peer's share held while the body arrives
 	key      string
 	hash     string
 	// legacyHash is the payload hash an older hookonce stored for this
@@ -538,10 +367,10 @@ func (d *delivery) serve() {
 	// chunked body when it passes the limit. The body is read before a
 	// sender is chosen: senders on one path may be told apart by it.
 	defer func() { d.p.bodyBytes.Add(-d.reserved) }()
-	body, err := readBody(r.Body, r.ContentLength, maxBody, d.reserve)
-	if errors.Is(err, errBodyBudget) {
+	body, err := d.receive()
+	if errors.Is(err, errBodyBudget) || errors.Is(err, errPeerBudget) {
 		w.Header().Set("Connection", "close") // the rest of the body is not read
-		d.overloaded()
+		d.overloaded(err.Error())
 		return
 	}
 	if err != nil {
