@@ -23,8 +23,8 @@ import (
 // and nothing more cannot starve the senders (they end at body_timeout).
 func (d *delivery) takeSlot() bool {
 	p, c := d.p, d.c
-	if n := p.held.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
-		p.held.Add(-1)
+	if n := p.slots.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
+		p.slots.Add(-1)
 		d.overloaded("every max_inflight slot is taken")
 		return false
 	}
@@ -46,7 +46,7 @@ func (d *delivery) overloaded(why string) {
 }
 
 func (d *delivery) freeSlot() {
-	d.p.held.Add(-1)
+	d.p.slots.Add(-1)
 	d.p.m.inflight.Dec()
 }
 

@@ -26,7 +26,7 @@ func TestClassify(t *testing.T) {
 		ctx, abort   context.Context
 		err          error
 		wroteHeaders bool // http.Transport's WroteHeaders
-		want         outcome
+		want         ending
 	}{
 		{"answer", live, live, nil, false, answered},
 		{"oneShot: dial refused", live, live, refused, false, unreachable},

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// complete stores the final answer (false: it is not, and a retry may run
+// the handler again), retrying a store that is down for as
+// long as the lease is surely ours (the heartbeat keeps renewing it), so a
+// store blip of a few seconds loses no answer. Past that, a retry after
+// the lease would run the handler again: logged and counted.
+func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored bool) {
+	resp := storable(d.s, c)
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
+			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp, att)
+		})
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, dedupe.ErrNotOwner) {
+			if attempt > 1 && d.storedByUs() {
+				return true // an earlier attempt committed; only its reply was lost
+			}
+			d.p.m.notStored.WithLabelValues(d.s.Name).Inc()
+			d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
+			return false
+		}
+		// Another try only while the claim is surely still ours.
+		if b.leaseLeft() <= pause {
+			// A write the store applied after its reply was lost (a frozen
+			// or cut database) is not a lost answer: look before saying so.
+			if d.storedByUs() {
+				return true
+			}
+			d.p.m.notStored.WithLabelValues(d.s.Name).Inc()
+			d.log.Error("answer not stored before the lease ran out: a retry will run the handler again", "key", d.key, "attempts", attempt, "err", err)
+			return false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// storedByUs tells, after a Complete whose reply was lost (trap 12), whether
+// it committed: the record is done with this delivery's payload and the
+// answer the site gave is there. Never retry a write blindly; re-read.
+func (d *delivery) storedByUs() bool {
+	var rec dedupe.Record
+	err := d.p.storeCall(d.r, d.s, "get", func(ctx context.Context) (err error) {
+		rec, err = d.p.store.Get(ctx, d.s.Name, d.key)
+		return err
+	})
+	return err == nil && rec.State == dedupe.StateDone && rec.PayloadHash == d.hash &&
+		rec.Response != nil && rec.Response.Status == d.upstreamStatus
+}
+
+// attempt describes this delivery's turn at the site, as the record keeps it.
+func (d *delivery) attempt(outcome string, status int) dedupe.Attempt {
+	return dedupe.Attempt{At: d.start, By: d.by, Outcome: outcome, Status: status,
+		Duration: d.upstreamTime, Replica: d.p.replica, Wait: d.objectWait}
+}
+
+func (d *delivery) release(att dedupe.Attempt) {
+	if d.unclaimed {
+		return // forwarded without dedupe: there is no claim to free
+	}
+	err := d.p.storeCall(d.r, d.s, "release", func(ctx context.Context) error {
+		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner, att)
+	})
+	if err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
+		d.log.Warn("claim not released: it frees itself when its lease ends", "key", d.key, "outcome", att.Outcome, "err", err)
+	}
+}
+
+// leaseLost gives back a claim whose lease ran out before the site was
+// called: nothing reached the site, the sender is told to retry, and the
+// release is fenced, so it frees the claim only if no one took it over.
+func (d *delivery) leaseLost(err error) {
+	d.release(d.attempt(OutcomeReleased, http.StatusServiceUnavailable))
+	d.done(OutcomeReleased, http.StatusServiceUnavailable, "reason", "lease lost before the forward", "err", err.Error())
+	answerLeaseLost(d.w)
+}
+
+func (d *delivery) hold(att dedupe.Attempt) {
+	err := d.p.storeCall(d.r, d.s, "hold", func(ctx context.Context) error {
+		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner, att)
+	})
+	if err != nil {
+		d.log.Warn("claim not held: it frees itself when its lease ends", "key", d.key, "err", err)
+	}
+}
