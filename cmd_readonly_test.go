@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/internal/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -86,18 +87,18 @@ func seedStore(t *testing.T, s dedupe.Store) {
 func readAll(t *testing.T, iv invocation, dsn string) {
 	t.Helper()
 	out, errOut, code := iv.run(t, "list", "--json", "--store", dsn)
-	var recs []dedupe.RecordJSON
+	var recs []view.RecordJSON
 	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 2 {
 		t.Fatalf("list: exit %d, stderr %q, stdout %s", code, errOut, out)
 	}
 	out, errOut, code = iv.run(t, "lookup", "--json", "--store", dsn, "shop", "ord-2")
-	var rec dedupe.RecordJSON
+	var rec view.RecordJSON
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Response == nil || rec.Response.BodyText == nil ||
 		*rec.Response.BodyText != "OK ord-2" {
 		t.Fatalf("lookup: exit %d, stderr %q, stdout %s", code, errOut, out)
 	}
 	out, errOut, code = iv.run(t, "conflicts", "--json", "--store", dsn)
-	var cs []dedupe.ConflictJSON
+	var cs []view.ConflictJSON
 	if code != 0 || json.Unmarshal([]byte(out), &cs) != nil || len(cs) != 1 {
 		t.Fatalf("conflicts: exit %d, stderr %q, stdout %s", code, errOut, out)
 	}

@@ -54,14 +54,6 @@ func ParseState(s string) (st State, unretried bool, err error) {
 	return "", false, errors.New("want processing, done, unknown, released or unretried")
 }
 
-// ShortHash is a payload hash's first 12 hex digits, for tables.
-func ShortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
-}
-
 // MaxAttempts bounds the attempts a record keeps: the oldest go first.
 const MaxAttempts = 20
 

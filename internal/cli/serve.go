@@ -25,6 +25,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -403,7 +404,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			if errors.Is(err, proxy.ErrNoSender) {
 				err = fmt.Errorf("%w: %w", admin.ErrRefused, err)
 			}
-			return admin.Acceptance{Conflict: res.Conflict.JSON(),
+			return admin.Acceptance{Conflict: view.Conflict(res.Conflict),
 				Redelivery: admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}}, err
 		},
 	})

@@ -450,7 +450,7 @@ func need(t testing.TB, what string, find func() (string, error)) string {
 	if err == nil {
 		return p
 	}
-	testenv.Missing(t, fmt.Sprintf("sitetest: %s not found (%v)", what, err), "Debian: apt-get install nginx php-fpm apache2 libapache2-mod-php")
+	testenv.Missing(t, fmt.Sprintf("sitetest: %s not found (%v)", what, err), "Debian: apt-get install nginx php-fpm php-cli apache2 libapache2-mod-php")
 	return ""
 }
 

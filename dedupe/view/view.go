@@ -1,9 +1,15 @@
-package dedupe
+// Package view is how records and conflicts are shown: their public JSON
+// (the admin API's and every command's --json, docs/operations.md "Record
+// JSON") and the short hashes of tables. It reads dedupe's types and
+// decides nothing.
+package view
 
 import (
 	"encoding/base64"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hookonce/hookonce/dedupe"
 )
 
 // RecordJSON is the record's public JSON form, shared by the CLI and the
@@ -11,7 +17,7 @@ import (
 type RecordJSON struct {
 	Sender        string        `json:"sender"`
 	Key           string        `json:"key"`
-	State         State         `json:"state"`
+	State         dedupe.State  `json:"state"`
 	PayloadSHA256 string        `json:"payload_sha256"`
 	ReceivedAt    time.Time     `json:"received_at"`
 	CompletedAt   *time.Time    `json:"completed_at,omitempty"`
@@ -83,8 +89,8 @@ type ConflictJSON struct {
 	AcceptedKey string `json:"accepted_key,omitempty"`
 }
 
-// JSON renders r in its public form (times in UTC).
-func (r Record) JSON() RecordJSON {
+// Record renders r in its public form (times in UTC).
+func Record(r dedupe.Record) RecordJSON {
 	out := RecordJSON{
 		Sender: r.Sender, Key: r.Key, State: r.State, PayloadSHA256: r.PayloadHash,
 		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
@@ -99,7 +105,7 @@ func (r Record) JSON() RecordJSON {
 		t := r.CompletedAt.UTC()
 		out.CompletedAt = &t
 	}
-	if r.State == StateProcessing && !r.LeaseUntil.IsZero() {
+	if r.State == dedupe.StateProcessing && !r.LeaseUntil.IsZero() {
 		t := r.LeaseUntil.UTC()
 		out.LeaseUntil = &t
 	}
@@ -122,8 +128,8 @@ func (r Record) JSON() RecordJSON {
 	return out
 }
 
-// JSON renders c in its public form.
-func (c Conflict) JSON() ConflictJSON {
+// Conflict renders c in its public form.
+func Conflict(c dedupe.Conflict) ConflictJSON {
 	paths := c.ChangedPaths
 	if paths == nil {
 		paths = []string{}
@@ -135,7 +141,7 @@ func (c Conflict) JSON() ConflictJSON {
 		BodyBytes: len(c.Body), BodyTruncated: c.BodyTruncated,
 	}
 	if c.Request != nil {
-		out.Method, out.URI, out.Headers = c.Request.Method, c.Request.URI, RedactHeaders(c.Request.Header)
+		out.Method, out.URI, out.Headers = c.Request.Method, c.Request.URI, dedupe.RedactHeaders(c.Request.Header)
 	}
 	if err := c.Acceptable(); err != nil {
 		out.NotAcceptable = err.Error()
@@ -147,4 +153,12 @@ func (c Conflict) JSON() ConflictJSON {
 		out.AcceptedAt, out.AcceptedBy, out.AcceptedKey = &t, c.AcceptedBy, c.AcceptedKey()
 	}
 	return out
+}
+
+// ShortHash is a payload hash's first 12 hex digits, for tables.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
