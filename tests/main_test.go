@@ -1,4 +1,4 @@
-package main_test
+package tests
 
 import (
 	"bufio"
@@ -25,6 +25,12 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// The tests run from the repository's root, as an operator's commands
+	// do from a checkout: they name deploy/, docs/ and the Dockerfile by
+	// their paths there, and build the binary from ".".
+	if err := os.Chdir(".."); err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "hookonce-bin")
 	if err != nil {
 		panic(err)

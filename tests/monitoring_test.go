@@ -1,4 +1,4 @@
-package main_test
+package tests
 
 // The alert rules (deploy/prometheus/alerts.yml) and the Grafana dashboard
 // (deploy/grafana/hookonce.json): promtool checks and unit-tests the rules,
