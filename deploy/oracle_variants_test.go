@@ -19,9 +19,10 @@ package deploy_test
 //
 // Each variant must compare at least oracleMinCompared requests on a
 // sender's route per way, and its disagreements are printed per variant.
-// A variant whose server is not installed is skipped (under CI: failed,
-// internal/testenv). docs/deployment.md, "Site setups the oracle checks",
-// lists them and what each one means for an operator.
+// A variant whose server is not installed is skipped, saying which
+// (under CI: failed, internal/testenv). docs/deployment.md, "Site setups
+// hookonce is checked against", lists them and what each one means for
+// an operator.
 //
 // HOOKONCE_ORACLE_N and HOOKONCE_ORACLE_SEED run more or other requests,
 // HOOKONCE_ORACLE_VARIANT one variant (a substring of its name).
