@@ -289,9 +289,7 @@ func (q *Request) requestVars() *phpVar {
 	// PHP without request_order (its built-in default, variables_order
 	// EGPCS) puts cookies in $_REQUEST too, over the query and the form:
 	// a name a cookie holds is not one reading there (#33).
-	for _, name := range cookieNames(q.Header) {
-		q.ambiguous = append(q.ambiguous, name)
-	}
+	q.ambiguous = append(q.ambiguous, cookieNames(q.Header)...)
 	q.request = merged
 	return merged
 }
