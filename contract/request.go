@@ -286,8 +286,31 @@ func (q *Request) requestVars() *phpVar {
 			merged.arr[k] = v
 		}
 	}
+	// PHP without request_order (its built-in default, variables_order
+	// EGPCS) puts cookies in $_REQUEST too, over the query and the form:
+	// a name a cookie holds is not one reading there (#33).
+	q.ambiguous = append(q.ambiguous, cookieNames(q.Header)...)
 	q.request = merged
 	return merged
+}
+
+// cookieNames are the top-level PHP names of the request's cookies, as
+// PHP registers them ("; "-separated, leading blanks dropped, "." and
+// " " mangled to "_"), both as sent and url-decoded (PHP 7.4.11 and later
+// do not decode cookie names; older ones do).
+func cookieNames(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Cookie") {
+		for pair := range strings.SplitSeq(v, ";") {
+			name, _, _ := strings.Cut(strings.TrimLeft(pair, " \t\r\n\v\f"), "=")
+			for _, n := range []string{name, phpURLDecode(name)} {
+				if p := phpName(n); len(p) > 0 && p[0] != "" {
+					out = append(out, p[0])
+				}
+			}
+		}
+	}
+	return out
 }
 
 // errAmbiguousRequest: $_REQUEST and Bitrix's $request->get() read this
@@ -296,7 +319,7 @@ func (q *Request) requestVars() *phpVar {
 // array_merge (Bitrix) takes the form's whole array; and array_merge
 // renumbers integer names. Only names under such a top-level name are
 // refused.
-var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number): $_REQUEST and $request->get() differ")
+var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ")
 
 // requestAmbiguous reports whether the top-level name of a FromRequest
 // name is read differently by $_REQUEST and $request->get().

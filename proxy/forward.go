@@ -23,6 +23,7 @@ func (d *delivery) forwardPlain() {
 	r := d.r.Clone(d.r.Context())
 	r.Body = io.NopCloser(bytes.NewReader(d.body))
 	r.ContentLength = int64(len(d.body))
+	r.TransferEncoding = nil // the body read whole goes with its length (see forward)
 	r.GetBody = nil
 	if d.s != nil && d.key != "" && d.s.ForwardKeyHeader != "" {
 		// Hop-by-hop headers are gone already (Inspect), so a sender's
@@ -93,6 +94,11 @@ func (d *delivery) forwardClaimed() {
 	out := d.r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(d.body))
 	out.ContentLength = int64(len(d.body))
+	// A chunked delivery goes with Content-Length: Apache's
+	// mod_proxy_fcgi gives php-fpm no CONTENT_LENGTH for a chunked
+	// request, and PHP then reads an empty body where hookonce judged
+	// the one it read (#33).
+	out.TransferEncoding = nil
 	out.GetBody = nil // trap 1
 
 	p.failAt("claimed")
