@@ -202,10 +202,10 @@ senders:
 	if inflight > limit || n > limit {
 		t.Errorf("%v requests held at once (%d by the senders' count), max_inflight is %d", inflight, n, limit)
 	}
-	// The bounds below mean something only if the slots were full and the
+	// The bounds below mean something only if the budget was full and the
 	// rest refused: a run where senders never got through passes them too.
 	if n != limit || n+int(refused.Load()) != senders {
-		t.Errorf("%d held and %d refused of %d senders: want every slot (%d) held and the rest refused", n, refused.Load(), senders, limit)
+		t.Errorf("%d held and %d refused of %d senders: want the body budget's worth (%d bodies) held and the rest refused", n, refused.Load(), senders, limit)
 	}
 	// 64 × 1 MiB held, plus the test's own buffers and the senders' sockets,
 	// plus the buffers bodies outgrew while they doubled (16 KiB + 32 KiB
