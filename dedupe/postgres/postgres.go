@@ -276,24 +276,38 @@ type requestHeadJSON struct {
 }
 
 func encodeAttempt(a dedupe.Attempt) (string, error) {
-	b, err := json.Marshal(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+	s, err := jsonParam(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
 		DurationNS: int64(a.Duration), Replica: a.Replica, WaitNS: int64(a.Wait)})
 	if err != nil {
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
-	return string(b), nil
+	return s, nil
 }
 
-// encodeRequestHead answers nil (SQL NULL) when no request is to be kept.
-func encodeRequestHead(r *dedupe.StoredRequest) ([]byte, error) {
+// JSON parameters (the jsonb columns) are passed as a Go string, or as
+// nil for SQL NULL, never as []byte: in the exec modes that send no
+// statement description (default_query_exec_mode=exec, simple_protocol,
+// which work behind PgBouncer's transaction pooling) pgx encodes a []byte
+// as bytea text (\x7b22…), which the server then fails to parse as JSON.
+// A string is the JSON text itself in every mode.
+
+// jsonParam is v marshalled to JSON, as a string parameter.
+func jsonParam(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// encodeRequestHead answers nil (SQL NULL) when no request is to be kept,
+// else the JSON text as a string (see jsonParam).
+func encodeRequestHead(r *dedupe.StoredRequest) (any, error) {
 	if r == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	s, err := jsonParam(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
 	if err != nil {
 		return nil, fmt.Errorf("encode request head: %w", err)
 	}
-	return b, nil
+	return s, nil
 }
 
 // scanRecord scans recordCols, after the extra destinations given first.
@@ -583,12 +597,13 @@ func appendAttempt(p string) string {
 
 // Complete implements dedupe.Store.
 func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
-	var headers []byte
+	var headers any // SQL NULL, or the JSON text (see jsonParam)
 	if len(resp.Header) > 0 {
-		var err error
-		if headers, err = json.Marshal(resp.Header); err != nil {
+		h, err := jsonParam(resp.Header)
+		if err != nil {
 			return fmt.Errorf("postgres complete %s/%s: encode headers: %w", sender, key, err)
 		}
+		headers = h
 	}
 	a, err := encodeAttempt(att)
 	if err != nil {
