@@ -76,6 +76,8 @@ const (
 // Store is a dedupe.Store on PostgreSQL.
 type Store struct {
 	pool      *pgxpool.Pool
+	db        querier // the pool, or readOnlyPool around it
+	begin     string  // the claim batches' BEGIN
 	closeOnce sync.Once
 	batcher   claimBatcher
 	solo      bool         // every claim statement alone (tests: the baseline)
@@ -107,19 +109,19 @@ func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, db: pool, begin: "BEGIN"}, nil
 }
 
 // OpenReadOnly opens the store for the operator's read-only commands, as
 // the other backends' OpenReadOnly do: it migrates and writes nothing, and
 // fails unless the database answers with a current schema (see Ping).
-// Every write of the returned Store fails with dedupe.ErrReadOnly, and its
-// sessions are read-only on the server as well
-// (default_transaction_read_only), whatever the DSN says. The setting is
-// made once a session is open, not as a startup parameter: a failover DSN
-// (host1,host2…?target_session_attrs=read-write, the one serve uses) looks
-// for a writable primary, and would refuse every host whose session
-// started read-only.
+// Every write of the returned Store fails with dedupe.ErrReadOnly, and the
+// server refuses them as well: every statement runs in a read-only
+// transaction of its own (see readOnlyPool), whatever the DSN says. It is
+// never a session setting, which would fail a failover DSN's
+// target_session_attrs=read-write check as a startup parameter, and would
+// stay, set once a session is open, on a server connection that
+// PgBouncer's transaction pooling then hands to serve's writes.
 func OpenReadOnly(ctx context.Context, dsn string) (dedupe.Store, error) {
 	s, err := openReadOnly(ctx, dsn)
 	if err != nil {
@@ -133,11 +135,9 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A DSN's own default_transaction_read_only=on (a startup parameter)
+	// is left out for the same reason; off changes nothing here.
 	delete(cfg.ConnConfig.RuntimeParams, "default_transaction_read_only")
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET default_transaction_read_only = on")
-		return err
-	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = 4 // one command, a query at a time
 	}
@@ -145,6 +145,7 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.db, s.begin = readOnlyPool{s.pool}, "BEGIN READ ONLY"
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -497,7 +498,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	for range claimAttempts {
 		var claimable bool
 		s.loopReads.Add(1)
-		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
+		rec, err := scanRecord(s.db.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
 		case err == nil && !claimable:
 			return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
@@ -511,7 +512,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			rec, err = s.claim(ctx, args)
 		}
 		if errors.Is(err, errSolo) {
-			rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, args...))
+			rec, err = scanRecord(s.db.QueryRow(ctx, claimSQL, args...))
 		}
 		switch {
 		case err == nil:
@@ -573,7 +574,7 @@ func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query 
 		tag, err = s.exec(ctx, objects, query, args)
 	}
 	if errors.Is(err, errSolo) {
-		tag, err = s.pool.Exec(ctx, query, args...)
+		tag, err = s.db.Exec(ctx, query, args...)
 	}
 	if err != nil {
 		return 0, fail(op+" "+sender+"/"+key, err)
@@ -707,7 +708,7 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 			body = []byte{}
 		}
 	}
-	_, err = s.pool.Exec(ctx, `
+	_, err = s.db.Exec(ctx, `
 		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
 			diff_kind, shadow, request_head, request_body, body_truncated)
 		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours'), $8, $9, $10, $11, $12
@@ -772,7 +773,7 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		}
 		n = v
 	}
-	c, err := scanConflict(s.pool.QueryRow(ctx, `
+	c, err := scanConflict(s.db.QueryRow(ctx, `
 		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
 		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
 			AND request_head IS NOT NULL AND request_body IS NOT NULL
@@ -783,7 +784,7 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Conflict{}, fail(op, err)
 	}
-	c, err = scanConflict(s.pool.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
+	c, err = scanConflict(s.db.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Conflict{}, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
 	}
@@ -811,7 +812,7 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 	for i, h := range hits {
 		senders[i], keys[i], ns[i] = h.Sender, h.Key, h.N
 	}
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.db.Exec(ctx, `
 		WITH h AS (
 			SELECT s, k, sum(n)::bigint AS n
 			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, k, n)
@@ -833,7 +834,7 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx,
+	rec, err := scanRecord(s.db.QueryRow(ctx,
 		`SELECT `+recordCols+` FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Record{}, fmt.Errorf("postgres get %s/%s: %w", sender, key, dedupe.ErrNotFound)
@@ -903,7 +904,7 @@ func listPages[T any](ctx context.Context, s *Store, f dedupe.ListFilter, q stri
 	want := limit(f.Limit)
 	var out []T
 	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
-		rows, err := s.pool.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
+		rows, err := s.db.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
 		if err != nil {
 			return 0, err
 		}
@@ -932,7 +933,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, err)
 	}
 	var was string
-	err = s.pool.QueryRow(ctx, `
+	err = s.db.QueryRow(ctx, `
 		WITH old AS (
 			SELECT state FROM hookonce_records WHERE sender = $1 AND key = $2 FOR UPDATE
 		)
@@ -952,7 +953,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+	tag, err := s.db.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
 	if err != nil {
 		return fail("forget "+sender+"/"+key, err)
 	}
@@ -1047,7 +1048,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 			}
 			var n int
 			var last *time.Time
-			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 				// A purge's commit need not wait for its WAL to reach the
 				// disk: a deletion a crash loses is made again by the next
 				// run, and a record past its ttl gives way to a claim
@@ -1097,7 +1098,7 @@ func lowerBound(t time.Time) any {
 // the version this binary expects.
 func (s *Store) Ping(ctx context.Context) error {
 	var v *int32
-	err := s.pool.QueryRow(ctx, `SELECT max(version) FROM hookonce_schema_migrations`).Scan(&v)
+	err := s.db.QueryRow(ctx, `SELECT max(version) FROM hookonce_schema_migrations`).Scan(&v)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
@@ -1120,7 +1121,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // stopped server.
 func (s *Store) Probe(ctx context.Context) error {
 	key := rand.Text()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
 			VALUES ($1, $2, 'processing', '', clock_timestamp(), clock_timestamp())`, dedupe.ProbeSender, key); err != nil {
