@@ -57,6 +57,35 @@ var defaultRuntimeParams = map[string]string{
 	"tcp_keepalives_count":    "3",
 }
 
+// poolerParam is hookonce's own DSN parameter for a connection pooler in
+// between (pooler=transaction: PgBouncer's pool_mode=transaction, and
+// poolers like it), where a server connection serves a client only for
+// one transaction. Then hookonce
+//   - sends, of its session defaults, only those in poolerStartupParams
+//     (PgBouncer refuses a startup parameter it does not know, and a
+//     session SET would stay on the server connection for whichever client
+//     gets it next): the others are the role's to set (ALTER ROLE … SET,
+//     docs/stores.md);
+//   - uses default_query_exec_mode=exec unless the DSN says another:
+//     unnamed statements, parameter types from the SQL, one round trip,
+//     no server-side prepared statement that the next transaction's
+//     server connection would not have (or would have twice). It refuses
+//     describe_exec, which does not work there; cache_statement works only
+//     with PgBouncer >= 1.21's max_prepared_statements.
+//
+// Without it nothing changes.
+const poolerParam = "pooler"
+
+// poolerStartupParams are the session defaults still sent with
+// pooler=transaction: those PgBouncer accepts at startup (it tracks them
+// per client and sets them on whichever server connection serves it).
+var poolerStartupParams = map[string]bool{"application_name": true}
+
+// RoleSettings are the session defaults that, with pooler=transaction,
+// the database role must carry (ALTER ROLE … SET), as hookonce cannot
+// send them; Warnings reports the missing ones.
+var RoleSettings = []string{"lock_timeout", "idle_in_transaction_session_timeout", "statement_timeout"}
+
 const (
 	// defaultConnectTimeout bounds a connection attempt that pgxpool makes
 	// in the background (it outlives the caller's context) when the DSN sets
@@ -78,6 +107,7 @@ type Store struct {
 	pool      *pgxpool.Pool
 	db        querier // the pool, or readOnlyPool around it
 	begin     string  // the claim batches' BEGIN
+	pooler    bool    // the DSN says pooler=transaction
 	closeOnce sync.Once
 	batcher   claimBatcher
 	solo      bool         // every claim statement alone (tests: the baseline)
@@ -97,6 +127,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.pooler = strings.Contains(dsn, poolerParam+"=transaction")
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -162,10 +193,27 @@ func Config(dsn string) (*pgxpool.Config, error) {
 			dedupe.RedactDSN(dsn), parseReason(err))
 	}
 	cc := cfg.ConnConfig
+	pooler, set := cc.RuntimeParams[poolerParam]
+	delete(cc.RuntimeParams, poolerParam) // hookonce's, not the server's
+	if set && pooler != "transaction" {
+		return nil, fmt.Errorf("postgres: invalid DSN %s: %s=%q (want %s=transaction, for PgBouncer's pool_mode=transaction and poolers like it, or no %s)",
+			dedupe.RedactDSN(dsn), poolerParam, pooler, poolerParam, poolerParam)
+	}
 	for k, v := range defaultRuntimeParams {
-		if _, ok := cc.RuntimeParams[k]; !ok {
+		if _, ok := cc.RuntimeParams[k]; !ok && (!set || poolerStartupParams[k]) {
 			cc.RuntimeParams[k] = v
 		}
+	}
+	if set && !strings.Contains(dsn, "default_query_exec_mode") {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if set && cc.DefaultQueryExecMode == pgx.QueryExecModeDescribeExec {
+		// It prepares the unnamed statement in one transaction and
+		// executes it in the next, which the pooler may send to another
+		// server connection ("bind message supplies 3 parameters, but
+		// prepared statement "" requires 0").
+		return nil, fmt.Errorf("postgres: invalid DSN %s: default_query_exec_mode=describe_exec does not work with %s=transaction (use exec, the default there, simple_protocol or cache_describe)",
+			dedupe.RedactDSN(dsn), poolerParam)
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = defaultConnectTimeout
@@ -205,6 +253,30 @@ func parseReason(err error) string {
 		inner = ue.Err
 	}
 	return msg + ": " + inner.Error()
+}
+
+// Warnings implements what serve logs at start: with pooler=transaction,
+// the RoleSettings that the sessions lack (0, the server's default: no
+// limit), with the ALTER ROLE that sets them. A read that fails is left
+// to the store's first real use to report.
+func (s *Store) Warnings(ctx context.Context) []string {
+	if !s.pooler {
+		return nil
+	}
+	var role string
+	var missing []string
+	err := s.db.QueryRow(ctx, `SELECT current_user, COALESCE(array_agg(name ORDER BY name) FILTER (WHERE setting = '0'), '{}')
+		FROM pg_settings WHERE name = ANY($1::text[])`, RoleSettings).Scan(&role, &missing)
+	if err != nil || len(missing) == 0 {
+		return nil
+	}
+	var set []string
+	for _, name := range missing {
+		set = append(set, fmt.Sprintf("ALTER ROLE %s SET %s = '%s';", pgx.Identifier{role}.Sanitize(), name, defaultRuntimeParams[name]))
+	}
+	return []string{fmt.Sprintf("postgres store: with pooler=transaction hookonce sends no session settings, and the role %s has no %s: "+
+		"nothing on the server bounds a stuck lock, statement or idle transaction (store_timeout still ends hookonce's wait); set them on the role (docs/stores.md, PgBouncer): %s",
+		role, strings.Join(missing, ", "), strings.Join(set, " "))}
 }
 
 // Close closes the pool; safe to call twice.
