@@ -224,3 +224,21 @@ func TestPgBouncerRoleSettings(t *testing.T) {
 		t.Errorf("Warnings without a pooler: %q", w)
 	}
 }
+
+// hookonce serve itself, through PgBouncer with pooler=transaction: it
+// starts (it used to exit at start on pgx's prepared statements), runs an
+// event once and replays its stored answer.
+func TestPgBouncerServe(t *testing.T) {
+	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{})
+	site := proxytest.NewUpstream(t, nil)
+	_, url := startBinary(t, behindPgBouncer(t, b, ""), site.URL)
+	first := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)
+	again := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)
+	if first.Status != http.StatusOK || first.Replayed() || again.Status != http.StatusOK || !again.Replayed() {
+		t.Fatalf("through serve and PgBouncer: %d replayed=%v, then %d replayed=%v %s",
+			first.Status, first.Replayed(), again.Status, again.Replayed(), again.Body)
+	}
+	if n := site.Executions("serve-1"); n != 1 {
+		t.Fatalf("site ran %d times, want 1", n)
+	}
+}
