@@ -119,7 +119,7 @@ type Store struct {
 // DDL, so a role without CREATE can open a database a stronger role
 // migrated.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := Config(dsn)
+	cfg, pooler, err := config(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.pooler = strings.Contains(dsn, poolerParam+"=transaction")
+	s.pooler = pooler
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -185,18 +185,25 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // Config parses a postgres:// or postgresql:// DSN into a pool configuration
-// with hookonce's defaults for whatever the DSN leaves unset.
+// with hookonce's defaults for whatever the DSN leaves unset, and
+// hookonce's own pooler=transaction applied (see poolerParam).
 func Config(dsn string) (*pgxpool.Config, error) {
+	cfg, _, err := config(dsn)
+	return cfg, err
+}
+
+// config is Config, and whether the DSN says pooler=transaction.
+func config(dsn string) (*pgxpool.Config, bool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
 			dedupe.RedactDSN(dsn), parseReason(err))
 	}
 	cc := cfg.ConnConfig
 	pooler, set := cc.RuntimeParams[poolerParam]
 	delete(cc.RuntimeParams, poolerParam) // hookonce's, not the server's
 	if set && pooler != "transaction" {
-		return nil, fmt.Errorf("postgres: invalid DSN %s: %s=%q (want %s=transaction, for PgBouncer's pool_mode=transaction and poolers like it, or no %s)",
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s: %s=%q (want %s=transaction, for PgBouncer's pool_mode=transaction and poolers like it, or no %s)",
 			dedupe.RedactDSN(dsn), poolerParam, pooler, poolerParam, poolerParam)
 	}
 	for k, v := range defaultRuntimeParams {
@@ -212,7 +219,7 @@ func Config(dsn string) (*pgxpool.Config, error) {
 		// executes it in the next, which the pooler may send to another
 		// server connection ("bind message supplies 3 parameters, but
 		// prepared statement "" requires 0").
-		return nil, fmt.Errorf("postgres: invalid DSN %s: default_query_exec_mode=describe_exec does not work with %s=transaction (use exec, the default there, simple_protocol or cache_describe)",
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s: default_query_exec_mode=describe_exec does not work with %s=transaction (use exec, the default there, simple_protocol or cache_describe)",
 			dedupe.RedactDSN(dsn), poolerParam)
 	}
 	if cc.ConnectTimeout == 0 {
@@ -228,7 +235,7 @@ func Config(dsn string) (*pgxpool.Config, error) {
 		// fsync; more connections let more commits share one flush.
 		cfg.MaxConns = int32(max(defaultMinPool, 4*runtime.NumCPU()))
 	}
-	return cfg, nil
+	return cfg, set, nil
 }
 
 // parseReason says why a DSN did not parse without quoting the DSN, which
