@@ -110,7 +110,15 @@ func TestPgBouncerReadOnlyDoesNotPoisonPool(t *testing.T) {
 			t.Fatal("a DELETE through the read-only store succeeded")
 		}
 		ro.Close()
-		// The same server connection now serves serve's writes.
+		// The same server connection now serves serve's sessions, which
+		// must not have become read-only. (A claim alone would not tell:
+		// the batch that fails leaves its connection mid-transaction, and
+		// PgBouncer then drops the poisoned server connection; the claim,
+		// tried again alone, gets a fresh one.)
+		var mode string
+		if err := rw.Pool().QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&mode); err != nil || mode != "off" {
+			t.Fatalf("after a read-only open through PgBouncer, serve's session has default_transaction_read_only = %q (%v), want off", mode, err)
+		}
 		req := claimReq(fmt.Sprintf("after-%d", i), "h")
 		if _, err := rw.Claim(ctx, req); err != nil {
 			t.Fatalf("claim after a read-only open through PgBouncer: %v", err)
