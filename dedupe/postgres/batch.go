@@ -212,7 +212,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 	})
 
 	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
+	batch.Queue(s.begin)
 	for _, it := range items {
 		switch it.kind {
 		case itemClaim:

@@ -57,6 +57,35 @@ var defaultRuntimeParams = map[string]string{
 	"tcp_keepalives_count":    "3",
 }
 
+// poolerParam is hookonce's own DSN parameter for a connection pooler in
+// between (pooler=transaction: PgBouncer's pool_mode=transaction, and
+// poolers like it), where a server connection serves a client only for
+// one transaction. Then hookonce
+//   - sends, of its session defaults, only those in poolerStartupParams
+//     (PgBouncer refuses a startup parameter it does not know, and a
+//     session SET would stay on the server connection for whichever client
+//     gets it next): the others are the role's to set (ALTER ROLE … SET,
+//     docs/stores.md);
+//   - uses default_query_exec_mode=exec unless the DSN says another:
+//     unnamed statements, parameter types from the SQL, one round trip,
+//     no server-side prepared statement that the next transaction's
+//     server connection would not have (or would have twice). It refuses
+//     describe_exec, which does not work there; cache_statement works only
+//     with PgBouncer >= 1.21's max_prepared_statements.
+//
+// Without it nothing changes.
+const poolerParam = "pooler"
+
+// poolerStartupParams are the session defaults still sent with
+// pooler=transaction: those PgBouncer accepts at startup (it tracks them
+// per client and sets them on whichever server connection serves it).
+var poolerStartupParams = map[string]bool{"application_name": true}
+
+// RoleSettings are the session defaults that, with pooler=transaction,
+// the database role must carry (ALTER ROLE … SET), as hookonce cannot
+// send them; Warnings reports the missing ones.
+var RoleSettings = []string{"lock_timeout", "idle_in_transaction_session_timeout", "statement_timeout"}
+
 const (
 	// defaultConnectTimeout bounds a connection attempt that pgxpool makes
 	// in the background (it outlives the caller's context) when the DSN sets
@@ -76,6 +105,9 @@ const (
 // Store is a dedupe.Store on PostgreSQL.
 type Store struct {
 	pool      *pgxpool.Pool
+	db        querier // the pool, or readOnlyPool around it
+	begin     string  // the claim batches' BEGIN
+	pooler    bool    // the DSN says pooler=transaction
 	closeOnce sync.Once
 	batcher   claimBatcher
 	solo      bool         // every claim statement alone (tests: the baseline)
@@ -87,7 +119,7 @@ type Store struct {
 // DDL, so a role without CREATE can open a database a stronger role
 // migrated.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := Config(dsn)
+	cfg, pooler, err := config(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +127,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.pooler = pooler
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -107,19 +140,19 @@ func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, db: pool, begin: "BEGIN"}, nil
 }
 
 // OpenReadOnly opens the store for the operator's read-only commands, as
 // the other backends' OpenReadOnly do: it migrates and writes nothing, and
 // fails unless the database answers with a current schema (see Ping).
-// Every write of the returned Store fails with dedupe.ErrReadOnly, and its
-// sessions are read-only on the server as well
-// (default_transaction_read_only), whatever the DSN says. The setting is
-// made once a session is open, not as a startup parameter: a failover DSN
-// (host1,host2…?target_session_attrs=read-write, the one serve uses) looks
-// for a writable primary, and would refuse every host whose session
-// started read-only.
+// Every write of the returned Store fails with dedupe.ErrReadOnly, and the
+// server refuses them as well: every statement runs in a read-only
+// transaction of its own (see readOnlyPool), whatever the DSN says. It is
+// never a session setting, which would fail a failover DSN's
+// target_session_attrs=read-write check as a startup parameter, and would
+// stay, set once a session is open, on a server connection that
+// PgBouncer's transaction pooling then hands to serve's writes.
 func OpenReadOnly(ctx context.Context, dsn string) (dedupe.Store, error) {
 	s, err := openReadOnly(ctx, dsn)
 	if err != nil {
@@ -133,11 +166,9 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A DSN's own default_transaction_read_only=on (a startup parameter)
+	// is left out for the same reason; off changes nothing here.
 	delete(cfg.ConnConfig.RuntimeParams, "default_transaction_read_only")
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET default_transaction_read_only = on")
-		return err
-	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = 4 // one command, a query at a time
 	}
@@ -145,6 +176,7 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.db, s.begin = readOnlyPool{s.pool}, "BEGIN READ ONLY"
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -153,18 +185,42 @@ func openReadOnly(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // Config parses a postgres:// or postgresql:// DSN into a pool configuration
-// with hookonce's defaults for whatever the DSN leaves unset.
+// with hookonce's defaults for whatever the DSN leaves unset, and
+// hookonce's own pooler=transaction applied (see poolerParam).
 func Config(dsn string) (*pgxpool.Config, error) {
+	cfg, _, err := config(dsn)
+	return cfg, err
+}
+
+// config is Config, and whether the DSN says pooler=transaction.
+func config(dsn string) (*pgxpool.Config, bool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s (want postgres://user:password@host:port/db?…): %s",
 			dedupe.RedactDSN(dsn), parseReason(err))
 	}
 	cc := cfg.ConnConfig
+	pooler, set := cc.RuntimeParams[poolerParam]
+	delete(cc.RuntimeParams, poolerParam) // hookonce's, not the server's
+	if set && pooler != "transaction" {
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s: %s=%q (want %s=transaction, for PgBouncer's pool_mode=transaction and poolers like it, or no %s)",
+			dedupe.RedactDSN(dsn), poolerParam, pooler, poolerParam, poolerParam)
+	}
 	for k, v := range defaultRuntimeParams {
-		if _, ok := cc.RuntimeParams[k]; !ok {
+		if _, ok := cc.RuntimeParams[k]; !ok && (!set || poolerStartupParams[k]) {
 			cc.RuntimeParams[k] = v
 		}
+	}
+	if set && !strings.Contains(dsn, "default_query_exec_mode") {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if set && cc.DefaultQueryExecMode == pgx.QueryExecModeDescribeExec {
+		// It prepares the unnamed statement in one transaction and
+		// executes it in the next, which the pooler may send to another
+		// server connection ("bind message supplies 3 parameters, but
+		// prepared statement "" requires 0").
+		return nil, false, fmt.Errorf("postgres: invalid DSN %s: default_query_exec_mode=describe_exec does not work with %s=transaction (use exec, the default there, simple_protocol or cache_describe)",
+			dedupe.RedactDSN(dsn), poolerParam)
 	}
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = defaultConnectTimeout
@@ -179,7 +235,7 @@ func Config(dsn string) (*pgxpool.Config, error) {
 		// fsync; more connections let more commits share one flush.
 		cfg.MaxConns = int32(max(defaultMinPool, 4*runtime.NumCPU()))
 	}
-	return cfg, nil
+	return cfg, set, nil
 }
 
 // parseReason says why a DSN did not parse without quoting the DSN, which
@@ -204,6 +260,30 @@ func parseReason(err error) string {
 		inner = ue.Err
 	}
 	return msg + ": " + inner.Error()
+}
+
+// Warnings implements what serve logs at start: with pooler=transaction,
+// the RoleSettings that the sessions lack (0, the server's default: no
+// limit), with the ALTER ROLE that sets them. A read that fails is left
+// to the store's first real use to report.
+func (s *Store) Warnings(ctx context.Context) []string {
+	if !s.pooler {
+		return nil
+	}
+	var role string
+	var missing []string
+	err := s.db.QueryRow(ctx, `SELECT current_user, COALESCE(array_agg(name ORDER BY name) FILTER (WHERE setting = '0'), '{}')
+		FROM pg_settings WHERE name = ANY($1::text[])`, RoleSettings).Scan(&role, &missing)
+	if err != nil || len(missing) == 0 {
+		return nil
+	}
+	var set []string
+	for _, name := range missing {
+		set = append(set, fmt.Sprintf("ALTER ROLE %s SET %s = '%s';", pgx.Identifier{role}.Sanitize(), name, defaultRuntimeParams[name]))
+	}
+	return []string{fmt.Sprintf("postgres store: with pooler=transaction hookonce sends no session settings, and the role %s has no %s: "+
+		"nothing on the server bounds a stuck lock, statement or idle transaction (store_timeout still ends hookonce's wait); set them on the role (docs/stores.md, PgBouncer): %s",
+		role, strings.Join(missing, ", "), strings.Join(set, " "))}
 }
 
 // Close closes the pool; safe to call twice.
@@ -276,24 +356,38 @@ type requestHeadJSON struct {
 }
 
 func encodeAttempt(a dedupe.Attempt) (string, error) {
-	b, err := json.Marshal(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+	s, err := jsonParam(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
 		DurationNS: int64(a.Duration), Replica: a.Replica, WaitNS: int64(a.Wait)})
 	if err != nil {
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
-	return string(b), nil
+	return s, nil
 }
 
-// encodeRequestHead answers nil (SQL NULL) when no request is to be kept.
-func encodeRequestHead(r *dedupe.StoredRequest) ([]byte, error) {
+// JSON parameters (the jsonb columns) are passed as a Go string, or as
+// nil for SQL NULL, never as []byte: in the exec modes that send no
+// statement description (default_query_exec_mode=exec, simple_protocol,
+// which work behind PgBouncer's transaction pooling) pgx encodes a []byte
+// as bytea text (\x7b22…), which the server then fails to parse as JSON.
+// A string is the JSON text itself in every mode.
+
+// jsonParam is v marshalled to JSON, as a string parameter.
+func jsonParam(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// encodeRequestHead answers nil (SQL NULL) when no request is to be kept,
+// else the JSON text as a string (see jsonParam).
+func encodeRequestHead(r *dedupe.StoredRequest) (any, error) {
 	if r == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	s, err := jsonParam(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
 	if err != nil {
 		return nil, fmt.Errorf("encode request head: %w", err)
 	}
-	return b, nil
+	return s, nil
 }
 
 // scanRecord scans recordCols, after the extra destinations given first.
@@ -483,7 +577,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	for range claimAttempts {
 		var claimable bool
 		s.loopReads.Add(1)
-		rec, err := scanRecord(s.pool.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
+		rec, err := scanRecord(s.db.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
 		case err == nil && !claimable:
 			return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
@@ -497,7 +591,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			rec, err = s.claim(ctx, args)
 		}
 		if errors.Is(err, errSolo) {
-			rec, err = scanRecord(s.pool.QueryRow(ctx, claimSQL, args...))
+			rec, err = scanRecord(s.db.QueryRow(ctx, claimSQL, args...))
 		}
 		switch {
 		case err == nil:
@@ -559,7 +653,7 @@ func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query 
 		tag, err = s.exec(ctx, objects, query, args)
 	}
 	if errors.Is(err, errSolo) {
-		tag, err = s.pool.Exec(ctx, query, args...)
+		tag, err = s.db.Exec(ctx, query, args...)
 	}
 	if err != nil {
 		return 0, fail(op+" "+sender+"/"+key, err)
@@ -583,12 +677,13 @@ func appendAttempt(p string) string {
 
 // Complete implements dedupe.Store.
 func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
-	var headers []byte
+	var headers any // SQL NULL, or the JSON text (see jsonParam)
 	if len(resp.Header) > 0 {
-		var err error
-		if headers, err = json.Marshal(resp.Header); err != nil {
+		h, err := jsonParam(resp.Header)
+		if err != nil {
 			return fmt.Errorf("postgres complete %s/%s: encode headers: %w", sender, key, err)
 		}
+		headers = h
 	}
 	a, err := encodeAttempt(att)
 	if err != nil {
@@ -692,7 +787,7 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 			body = []byte{}
 		}
 	}
-	_, err = s.pool.Exec(ctx, `
+	_, err = s.db.Exec(ctx, `
 		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
 			diff_kind, shadow, request_head, request_body, body_truncated)
 		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours'), $8, $9, $10, $11, $12
@@ -757,7 +852,7 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		}
 		n = v
 	}
-	c, err := scanConflict(s.pool.QueryRow(ctx, `
+	c, err := scanConflict(s.db.QueryRow(ctx, `
 		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
 		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
 			AND request_head IS NOT NULL AND request_body IS NOT NULL
@@ -768,7 +863,7 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Conflict{}, fail(op, err)
 	}
-	c, err = scanConflict(s.pool.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
+	c, err = scanConflict(s.db.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Conflict{}, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
 	}
@@ -796,7 +891,7 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 	for i, h := range hits {
 		senders[i], keys[i], ns[i] = h.Sender, h.Key, h.N
 	}
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.db.Exec(ctx, `
 		WITH h AS (
 			SELECT s, k, sum(n)::bigint AS n
 			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, k, n)
@@ -818,7 +913,7 @@ func (s *Store) AddHits(ctx context.Context, hits []dedupe.Hit) error {
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx,
+	rec, err := scanRecord(s.db.QueryRow(ctx,
 		`SELECT `+recordCols+` FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Record{}, fmt.Errorf("postgres get %s/%s: %w", sender, key, dedupe.ErrNotFound)
@@ -888,7 +983,7 @@ func listPages[T any](ctx context.Context, s *Store, f dedupe.ListFilter, q stri
 	want := limit(f.Limit)
 	var out []T
 	err := dedupe.Pages(f, want, func(lim, off int) (int, error) {
-		rows, err := s.pool.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
+		rows, err := s.db.Query(ctx, q, slices.Concat(args, []any{lim, off})...)
 		if err != nil {
 			return 0, err
 		}
@@ -917,7 +1012,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, err)
 	}
 	var was string
-	err = s.pool.QueryRow(ctx, `
+	err = s.db.QueryRow(ctx, `
 		WITH old AS (
 			SELECT state FROM hookonce_records WHERE sender = $1 AND key = $2 FOR UPDATE
 		)
@@ -937,7 +1032,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+	tag, err := s.db.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
 	if err != nil {
 		return fail("forget "+sender+"/"+key, err)
 	}
@@ -1032,7 +1127,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 			}
 			var n int
 			var last *time.Time
-			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 				// A purge's commit need not wait for its WAL to reach the
 				// disk: a deletion a crash loses is made again by the next
 				// run, and a record past its ttl gives way to a claim
@@ -1082,7 +1177,7 @@ func lowerBound(t time.Time) any {
 // the version this binary expects.
 func (s *Store) Ping(ctx context.Context) error {
 	var v *int32
-	err := s.pool.QueryRow(ctx, `SELECT max(version) FROM hookonce_schema_migrations`).Scan(&v)
+	err := s.db.QueryRow(ctx, `SELECT max(version) FROM hookonce_schema_migrations`).Scan(&v)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
@@ -1105,7 +1200,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // stopped server.
 func (s *Store) Probe(ctx context.Context) error {
 	key := rand.Text()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
 			VALUES ($1, $2, 'processing', '', clock_timestamp(), clock_timestamp())`, dedupe.ProbeSender, key); err != nil {

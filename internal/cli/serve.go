@@ -29,6 +29,11 @@ import (
 	"github.com/hookonce/hookonce/proxy"
 )
 
+// storeWarner is a store with something to say at start (postgres.Store).
+type storeWarner interface {
+	Warnings(ctx context.Context) []string
+}
+
 func serveCommand(b Build) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
@@ -167,6 +172,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			store.Close()
 		}
 	}()
+	// Settings the store's sessions lack (PostgreSQL behind a pooler).
+	if w, ok := store.(storeWarner); ok {
+		for _, msg := range w.Warnings(ctx) {
+			log.Warn(msg)
+		}
+	}
 	// Repeats of finished events are answered from memory; the admin API
 	// goes through the same cache, so its deletes evict at once.
 	if cfg.ReplayCacheSize != 0 {
