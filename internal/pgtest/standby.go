@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/testenv"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -164,6 +165,9 @@ func (l *Link) Close() error {
 func StartStandby(t testing.TB, primary *Server) (*Server, *Link) {
 	t.Helper()
 	skipWithoutBinaries(t)
+	if _, err := os.Stat(filepath.Join(primary.bin, "pg_basebackup")); err != nil {
+		testenv.Missing(t, "pgtest: pg_basebackup not found beside postgres in "+primary.bin, "apt-get install postgresql")
+	}
 	link, err := NewLink(net.JoinHostPort("127.0.0.1", strconv.Itoa(primary.Port())))
 	if err != nil {
 		t.Fatal(err)
