@@ -613,6 +613,21 @@ type ObjectLocker interface {
 // ':').
 func ObjectSender(scope string) string { return "hookonce:object:" + scope }
 
+// ConfirmedReader is implemented by stores whose reads may see a write
+// that is not durable yet: PostgreSQL under synchronous replication, where
+// a commit whose wait for the standby was cancelled (its caller's timeout)
+// stays on the primary alone, visible to every read there, and is gone
+// after a failover. GetConfirmed is Get, answered only once the store has
+// made sure that everything the read saw is as durable as an acknowledged
+// commit (a write of its own, ordered after it, acknowledged). When it
+// cannot (that write timed out or was cancelled too) it answers an error
+// wrapping ErrUnavailable, and what the caller wanted to know is unknown.
+// The proxy reads with it, where there is one, to tell whether a
+// completion whose reply was lost was stored (ARCHITECTURE trap 35).
+type ConfirmedReader interface {
+	GetConfirmed(ctx context.Context, sender, key string) (Record, error)
+}
+
 // Notifier is implemented by stores that can announce changes of a key, so
 // that deliveries waiting on a processing claim wake at once instead of on
 // their next poll.

@@ -82,6 +82,11 @@ type Proxy struct {
 	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
 	slots    atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
 	siteDown atomic.Int64        // forwards in a row that found the site unreachable
+
+	// confirmedGet reads a record only once the store confirms it is
+	// durable (dedupe.ConfirmedReader; Get when the store has none).
+	confirmedGet func(ctx context.Context, sender, key string) (dedupe.Record, error)
+
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
 	bodyBytes atomic.Int64
@@ -107,6 +112,10 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint}
 	p.locker, _ = o.Store.(dedupe.ObjectLocker)
+	p.confirmedGet = o.Store.Get
+	if cr, ok := o.Store.(dedupe.ConfirmedReader); ok {
+		p.confirmedGet = cr.GetConfirmed
+	}
 	if p.locker == nil {
 		for _, s := range o.Contract.Senders {
 			if s.Serialize != nil {

@@ -14,6 +14,12 @@ import (
 // long as the lease is surely ours (the heartbeat keeps renewing it), so a
 // store blip of a few seconds loses no answer. Past that, a retry after
 // the lease would run the handler again: logged and counted.
+//
+// An answer counts as stored only on the store's word: a Complete that
+// succeeded, or, after one whose reply was lost, a confirmed read
+// (storedByUs) that finds it. A read the store cannot confirm (PostgreSQL:
+// a commit that may be on the primary alone, trap 35) is no answer either
+// way: keep trying while the lease lasts, then report it as not stored.
 func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored bool) {
 	resp := storable(d.s, c)
 	pause := 100 * time.Millisecond
@@ -25,40 +31,62 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored boo
 			return true
 		}
 		if errors.Is(err, dedupe.ErrNotOwner) {
-			if attempt > 1 && d.storedByUs() {
-				return true // an earlier attempt committed; only its reply was lost
+			if attempt == 1 {
+				return d.notStored("answer not stored: the claim was taken over or released meanwhile")
 			}
-			d.p.m.notStored.WithLabelValues(d.s.Name).Inc()
-			d.log.Error("answer not stored: the claim was taken over or released meanwhile", "key", d.key)
-			return false
+			// An earlier attempt may have committed, only its reply lost.
+			ours, rerr := d.storedByUs()
+			switch {
+			case ours:
+				return true
+			case rerr == nil:
+				return d.notStored("answer not stored: the claim was taken over or released meanwhile")
+			}
+			err = rerr // unknown: try again while the claim is surely ours
 		}
 		// Another try only while the claim is surely still ours.
 		if b.leaseLeft() <= pause {
 			// A write the store applied after its reply was lost (a frozen
 			// or cut database) is not a lost answer: look before saying so.
-			if d.storedByUs() {
+			if ours, rerr := d.storedByUs(); ours {
 				return true
+			} else if rerr != nil {
+				return d.notStored("answer not stored before the lease ran out (the store did not confirm it): a retry will run the handler again",
+					"attempts", attempt, "err", err, "confirm_err", rerr)
 			}
-			d.p.m.notStored.WithLabelValues(d.s.Name).Inc()
-			d.log.Error("answer not stored before the lease ran out: a retry will run the handler again", "key", d.key, "attempts", attempt, "err", err)
-			return false
+			return d.notStored("answer not stored before the lease ran out: a retry will run the handler again", "attempts", attempt, "err", err)
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, time.Second)
 	}
 }
 
+// notStored logs and counts an answer that is not this event's record.
+func (d *delivery) notStored(msg string, attrs ...any) bool {
+	d.p.m.notStored.WithLabelValues(d.s.Name).Inc()
+	d.log.Error(msg, append([]any{"key", d.key}, attrs...)...)
+	return false
+}
+
 // storedByUs tells, after a Complete whose reply was lost (trap 12), whether
 // it committed: the record is done with this delivery's payload and the
-// answer the site gave is there. Never retry a write blindly; re-read.
-func (d *delivery) storedByUs() bool {
+// answer the site gave is there. Never retry a write blindly; re-read, and
+// only with a read the store confirms (trap 35): an error means the store
+// could not say, which is not a yes.
+func (d *delivery) storedByUs() (bool, error) {
 	var rec dedupe.Record
 	err := d.p.storeCall(d.r, d.s, "get", func(ctx context.Context) (err error) {
-		rec, err = d.p.store.Get(ctx, d.s.Name, d.key)
+		rec, err = d.p.confirmedGet(ctx, d.s.Name, d.key)
 		return err
 	})
-	return err == nil && rec.State == dedupe.StateDone && rec.PayloadHash == d.hash &&
-		rec.Response != nil && rec.Response.Status == d.upstreamStatus
+	if errors.Is(err, dedupe.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return rec.State == dedupe.StateDone && rec.PayloadHash == d.hash &&
+		rec.Response != nil && rec.Response.Status == d.upstreamStatus, nil
 }
 
 // attempt describes this delivery's turn at the site, as the record keeps it.

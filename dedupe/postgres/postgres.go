@@ -37,6 +37,7 @@ import (
 
 var _ dedupe.Store = (*Store)(nil)
 var _ dedupe.Migrator = (*Store)(nil)
+var _ dedupe.ConfirmedReader = (*Store)(nil)
 
 // Session defaults, applied unless the DSN sets them (any runtime parameter
 // can be given as a DSN query parameter, e.g. ?lock_timeout=2s).
@@ -136,6 +137,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+	withWarnings(cfg) // a commit the server warns about is not confirmed (confirm.go)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -591,7 +593,10 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			rec, err = s.claim(ctx, args)
 		}
 		if errors.Is(err, errSolo) {
-			rec, err = scanRecord(s.db.QueryRow(ctx, claimSQL, args...))
+			err = s.confirmed(ctx, func(c *pgxpool.Conn) (err error) {
+				rec, err = scanRecord(c.QueryRow(ctx, claimSQL, args...))
+				return err
+			})
 		}
 		switch {
 		case err == nil:
@@ -611,17 +616,20 @@ func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
 }
 
 // ambiguousClaim handles an error from the claim statement. When the
-// connection broke after the statement was sent, the claim may have been
-// committed under our owner token; if the context still allows a read, look,
-// and say so. Either way the answer is an error, never a guess: the caller
-// does not forward, and a claim that did land frees after its lease.
+// connection broke after the statement was sent, or the commit was not
+// confirmed (errUnconfirmed: it may be the primary's alone), the claim may
+// have been committed under our owner token; if the context still allows a
+// read, look, and say so. Either way the answer is an error, never a
+// guess, and never ownership: what the read sees may not survive a
+// failover (trap 35). The caller does not forward, and a claim that did
+// land frees after its lease.
 func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimRequest, err error) error {
 	if ctx.Err() != nil || !isUnavailable(err) {
 		return fail(op, err)
 	}
 	rec, rerr := s.Get(ctx, req.Sender, req.Key)
 	if rerr == nil && rec.State == dedupe.StateProcessing && rec.Owner == req.Owner {
-		return fmt.Errorf("postgres %s: %w: %w (the claim was stored; it frees after its lease)", op, dedupe.ErrUnavailable, err)
+		return fmt.Errorf("postgres %s: %w: %w (the claim is on the server, not confirmed; it frees after its lease)", op, dedupe.ErrUnavailable, err)
 	}
 	return fail(op, err)
 }
@@ -653,7 +661,10 @@ func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query 
 		tag, err = s.exec(ctx, objects, query, args)
 	}
 	if errors.Is(err, errSolo) {
-		tag, err = s.db.Exec(ctx, query, args...)
+		err = s.confirmed(ctx, func(c *pgxpool.Conn) (err error) {
+			tag, err = c.Exec(ctx, query, args...)
+			return err
+		})
 	}
 	if err != nil {
 		return 0, fail(op+" "+sender+"/"+key, err)
