@@ -76,14 +76,20 @@ func withWarnings(cfg *pgxpool.Config) {
 // confirmed runs fn on a connection of its own and answers errUnconfirmed
 // when the connection received a WARNING meanwhile (fn's commit may be
 // the primary's alone).
-func (s *Store) confirmed(ctx context.Context, fn func(c *pgxpool.Conn) error) error {
+// On a read-only store (OpenReadOnly) fn's statements run read-only there
+// too, as every other statement of it does.
+func (s *Store) confirmed(ctx context.Context, fn func(q querier) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
+	var q querier = c
+	if _, ro := s.db.(readOnlyPool); ro {
+		q = readOnlyPool{c}
+	}
 	before := warnings(c.Conn().PgConn())
-	if err := fn(c); err != nil {
+	if err := fn(q); err != nil {
 		return err
 	}
 	if warnings(c.Conn().PgConn()) > before {
@@ -110,7 +116,7 @@ var confirmSQL = `UPDATE hookonce_records SET hits = hits WHERE sender = $1 AND 
 func (s *Store) GetConfirmed(ctx context.Context, sender, key string) (dedupe.Record, error) {
 	op := "confirmed get " + sender + "/" + key
 	var rec dedupe.Record
-	err := s.confirmed(ctx, func(c *pgxpool.Conn) (err error) {
+	err := s.confirmed(ctx, func(c querier) (err error) {
 		rec, err = scanRecord(c.QueryRow(ctx, confirmSQL, sender, key))
 		return err
 	})

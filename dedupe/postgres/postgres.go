@@ -593,7 +593,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			rec, err = s.claim(ctx, args)
 		}
 		if errors.Is(err, errSolo) {
-			err = s.confirmed(ctx, func(c *pgxpool.Conn) (err error) {
+			err = s.confirmed(ctx, func(c querier) (err error) {
 				rec, err = scanRecord(c.QueryRow(ctx, claimSQL, args...))
 				return err
 			})
@@ -661,7 +661,7 @@ func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query 
 		tag, err = s.exec(ctx, objects, query, args)
 	}
 	if errors.Is(err, errSolo) {
-		err = s.confirmed(ctx, func(c *pgxpool.Conn) (err error) {
+		err = s.confirmed(ctx, func(c querier) (err error) {
 			tag, err = c.Exec(ctx, query, args...)
 			return err
 		})

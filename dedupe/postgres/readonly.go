@@ -22,6 +22,7 @@ type querier interface {
 var (
 	_ querier = (*pgxpool.Pool)(nil)
 	_ querier = readOnlyPool{}
+	_ querier = (*pgxpool.Conn)(nil)
 )
 
 // readOnlyPool runs every statement in a read-only transaction of its own:
@@ -32,7 +33,14 @@ var (
 // that PgBouncer's transaction pooling then hands to serve's writes, and
 // as a startup parameter it would fail a failover DSN's
 // target_session_attrs=read-write check on every host.
-type readOnlyPool struct{ pool *pgxpool.Pool }
+type readOnlyPool struct{ pool batchBeginner }
+
+// batchBeginner is what readOnlyPool runs on: the pool, or one connection
+// of it (Store.confirmed).
+type batchBeginner interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
 
 // readOnly wraps queries between BEGIN READ ONLY and COMMIT.
 func readOnly(qs ...*pgx.QueuedQuery) *pgx.Batch {
