@@ -8,6 +8,8 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // capture is the http.ResponseWriter the forwarding ReverseProxy writes
@@ -38,7 +40,7 @@ type capture struct {
 }
 
 // trace records how far the request got, for a RoundTripper that does not
-// say it in its errors (http.Transport; oneShot's sendError counts bytes).
+// say it in its errors (http.Transport; oneshot.SendError counts bytes).
 func (c *capture) trace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{WroteHeaders: func() { c.wroteHeaders.Store(true) }}
 }
@@ -49,16 +51,16 @@ func (c *capture) started(err error) bool { return requestStarted(err, c.wroteHe
 
 // requestStarted reports whether any byte of the request may have reached
 // the site before err. oneShot (http:// sites) counts the bytes it wrote
-// and says so in its sendError. http.Transport (https:// sites) does not
+// and says so in its oneshot.SendError. http.Transport (https:// sites) does not
 // say it in the error it returns (its nothingWrittenError is unwrapped
 // before RoundTrip returns): the request counts as started once the
 // transport wrote its headers (to the connection's buffer, after the TLS
 // handshake); a failure in between, rare on a fresh connection, errs on
 // the ambiguous side, never towards running the handler twice.
 func requestStarted(err error, wroteHeaders bool) bool {
-	var se *sendError
+	var se *oneshot.SendError
 	if errors.As(err, &se) {
-		return se.written > 0
+		return se.Written > 0
 	}
 	return wroteHeaders && !isDialError(err)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // forwardPlain hands the delivery to the site without a claim (shadow mode,
@@ -76,16 +77,16 @@ func (d *delivery) forwardClaimed() {
 		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
 	ctx = context.WithValue(ctx, captureKey{}, c)
-	ctx = context.WithValue(ctx, beforeWriteKey{}, func() error { return d.leaseHeld(beat) })
+	ctx = oneshot.BeforeWrite(ctx, func() error { return d.leaseHeld(beat) })
 	if s.Ambiguous == contract.AmbiguousHold {
 		// This sender's operator wants every ambiguous forward held for a
 		// person: none may come from a kept connection that a restarting
 		// site closed under the write (trap 32).
-		ctx = context.WithValue(ctx, freshConnKey{}, true)
+		ctx = oneshot.FreshConn(ctx)
 	}
-	if _, direct := p.capt.Transport.(*oneShot); !direct {
+	if _, direct := p.capt.Transport.(*oneshot.Transport); !direct {
 		// oneShot says how far the request got in its own error
-		// (sendError); any other RoundTripper is traced.
+		// (oneshot.SendError); any other RoundTripper is traced.
 		ctx = httptrace.WithClientTrace(ctx, c.trace())
 	}
 

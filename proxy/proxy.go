@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // DefaultKeepIdle is serve's --upstream-keepalive: short enough that no
@@ -205,8 +206,8 @@ func (p *Proxy) Close(ctx context.Context) error {
 	p.abort()
 	p.hits.close()
 	p.traffic.close()
-	if o, ok := p.capt.Transport.(*oneShot); ok {
-		o.closeIdle()
+	if o, ok := p.capt.Transport.(*oneshot.Transport); ok {
+		o.CloseIdle()
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // ending is how a forward ended (not the logged outcome, which
@@ -178,7 +179,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, keepIdle time.Dur
 	ct := t
 	if ht, ok := t.(*http.Transport); ok {
 		if upstream.Scheme == "http" {
-			ct = newOneShot(keepIdle)
+			ct = oneshot.New(newDialer().DialContext, keepIdle)
 		} else {
 			ht = ht.Clone()
 			ht.DisableKeepAlives = true

@@ -1,4 +1,7 @@
-package proxy
+// Package oneshot is the RoundTripper of hookonce's capturing forwards to an
+// http:// site: each request written once, on one connection, never sent
+// again (see Transport).
+package oneshot
 
 import (
 	"bufio"
@@ -9,15 +12,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"sync"
 	"time"
 )
 
-// oneShot is the RoundTripper of webhook forwards to an http:// site: each
+// Transport is the RoundTripper of webhook forwards to an http:// site: each
 // request is written once, on one connection, and never sent again. There
 // is no transport logic that could send a request twice (trap 1); how many
 // bytes of the request reached the connection is counted exactly and
-// carried by every error after the connection was had (sendError), and
+// carried by every error after the connection was had (SendError), and
 // the outcome of the write is reported to the httptrace WroteRequest hook
 // as http.Transport does. It costs less than a Transport with keep-alives
 // off, which runs three goroutines and a dial goroutine per connection.
@@ -41,7 +45,7 @@ import (
 // was written, a failed write is followed by one attempt to read the
 // answer, for at most earlyAnswerGrace and never past the forward's
 // deadline (trap 31).
-type oneShot struct {
+type Transport struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// maxHeader bounds the site's answer's header block, as
 	// http.Transport's MaxResponseHeaderBytes does.
@@ -56,7 +60,7 @@ type oneShot struct {
 	mu    sync.Mutex
 	idle  []idleConn  // most recently returned last
 	sweep *time.Timer // closes what waited keepIdle, while any waits
-	shut  bool        // closeIdle was called: keep nothing more
+	shut  bool        // CloseIdle was called: keep nothing more
 }
 
 // idleConn is a connection waiting for its next request, since when.
@@ -76,22 +80,38 @@ const oneShotMaxHeader = 10 << 20
 // flight already.
 const earlyAnswerGrace = time.Second
 
-func newOneShot(keepIdle time.Duration) *oneShot {
-	return &oneShot{dial: newDialer().DialContext, maxHeader: oneShotMaxHeader, keepIdle: keepIdle}
+// New returns a Transport that dials with dial and keeps a connection idle
+// for keepIdle at most (0: none is kept).
+func New(dial func(ctx context.Context, network, addr string) (net.Conn, error), keepIdle time.Duration) *Transport {
+	return &Transport{dial: dial, maxHeader: oneShotMaxHeader, keepIdle: keepIdle}
 }
 
-// freshConnKey in a request's context asks oneShot for a connection of its
+// FreshConn asks the Transport, for requests made with the returned
+// context, for a connection of their own even when it keeps idle ones.
+func FreshConn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshConnKey{}, true)
+}
+
+// BeforeWrite has the Transport call check, for requests made with the
+// returned context, right before it writes the request: an error stops
+// the forward with nothing written (a delivery whose claim's lease ran
+// out). The error is returned as is.
+func BeforeWrite(ctx context.Context, check func() error) context.Context {
+	return context.WithValue(ctx, beforeWriteKey{}, check)
+}
+
+// freshConnKey in a request's context asks Transport for a connection of its
 // own even when it keeps idle ones.
 type freshConnKey struct{}
 
-// beforeWriteKey in a request's context holds a func() error that oneShot
+// beforeWriteKey in a request's context holds a func() error that Transport
 // calls right before it writes the request: an error stops the forward
 // with nothing written (a delivery whose claim's lease ran out).
 type beforeWriteKey struct{}
 
 // take returns the most recently returned idle connection that may carry
 // another request now, closing the ones that may not.
-func (o *oneShot) take() net.Conn {
+func (o *Transport) take() net.Conn {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := time.Now()
@@ -118,7 +138,7 @@ func (o *oneShot) take() net.Conn {
 }
 
 // put keeps nc for the next request, or closes it when the list is full.
-func (o *oneShot) put(nc net.Conn) {
+func (o *Transport) put(nc net.Conn) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.shut || len(o.idle) >= maxIdleConns {
@@ -134,7 +154,7 @@ func (o *oneShot) put(nc net.Conn) {
 // expire closes the connections that waited keepIdle or longer, so that
 // none outlives it in CLOSE_WAIT once webhooks stop coming, and runs again
 // while any are left.
-func (o *oneShot) expire() {
+func (o *Transport) expire() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.sweep = nil
@@ -155,8 +175,8 @@ func (o *oneShot) expire() {
 	}
 }
 
-// closeIdle closes the idle connections and keeps none from now on.
-func (o *oneShot) closeIdle() {
+// CloseIdle closes the idle connections and keeps none from now on.
+func (o *Transport) CloseIdle() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut = true
@@ -175,32 +195,32 @@ var (
 	oneShotWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
 
-// sendError is oneShot's error once the connection was dialled: written
+// SendError is Transport's error once the connection was dialled: written
 // bytes of the request had reached the connection when err ended the
 // forward. written 0 means the site cannot have seen the request.
 // kept: the connection was kept from an earlier forward (trap 32), which
 // the log says, so that an operator can lay such failures next to the
 // site's restarts.
-type sendError struct {
-	written int64
-	err     error
-	kept    bool
+type SendError struct {
+	Written int64
+	Err     error
+	Kept    bool
 }
 
-func (e *sendError) Error() string {
+func (e *SendError) Error() string {
 	on := ""
-	if e.kept {
+	if e.Kept {
 		on = ", on a connection kept from an earlier forward"
 	}
-	if e.written == 0 {
-		return e.err.Error() + " (nothing of the request was written" + on + ")"
+	if e.Written == 0 {
+		return e.Err.Error() + " (nothing of the request was written" + on + ")"
 	}
-	return fmt.Sprintf("%v (after %d bytes of the request were written%s)", e.err, e.written, on)
+	return fmt.Sprintf("%v (after %d bytes of the request were written%s)", e.Err, e.Written, on)
 }
 
-func (e *sendError) Unwrap() error { return e.err }
+func (e *SendError) Unwrap() error { return e.Err }
 
-func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
+func (o *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	closeBody := func() {
 		if req.Body != nil {
@@ -209,7 +229,7 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if req.URL.Scheme != "http" {
 		closeBody()
-		return nil, fmt.Errorf("oneShot: unsupported scheme %q", req.URL.Scheme)
+		return nil, fmt.Errorf("Transport: unsupported scheme %q", req.URL.Scheme)
 	}
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
@@ -239,7 +259,7 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
-		return nil, &sendError{written: conn.written, kept: kept, err: err}
+		return nil, &SendError{Written: conn.written, Kept: kept, Err: err}
 	}
 
 	// The last moment before a byte reaches the site: the delivery checks
@@ -323,7 +343,7 @@ type oneShotAnswer struct {
 }
 
 // readResponse reads the site's final answer's header block.
-func (o *oneShot) readResponse(conn *oneShotConn, req *http.Request) (oneShotAnswer, error) {
+func (o *Transport) readResponse(conn *oneShotConn, req *http.Request) (oneShotAnswer, error) {
 	br := oneShotReaders.Get().(*bufio.Reader)
 	br.Reset(conn)
 	for {
@@ -351,7 +371,7 @@ func (o *oneShot) readResponse(conn *oneShotConn, req *http.Request) (oneShotAns
 // close and its body had a length or was chunked (resp.Close covers an
 // answer read to the end of the connection), its body was read to the
 // end, nothing followed it, and the forward's deadline did not fire.
-func (o *oneShot) answer(a oneShotAnswer, conn *oneShotConn, stop func() bool, keep bool) *http.Response {
+func (o *Transport) answer(a oneShotAnswer, conn *oneShotConn, stop func() bool, keep bool) *http.Response {
 	conn.left = -1 // the body is bounded by whoever reads it
 	keep = keep && !a.Close && a.ProtoAtLeast(1, 1)
 	a.Body = &oneShotBody{ReadCloser: a.Body, conn: conn.Conn, br: a.br, stop: stop, o: o, keep: keep}
@@ -400,7 +420,7 @@ type oneShotBody struct {
 	conn net.Conn
 	br   *bufio.Reader
 	stop func() bool
-	o    *oneShot
+	o    *Transport
 	keep bool // the connection may be kept, once the body was read to its end
 	eof  bool // Read answered io.EOF: the whole body was read
 	once sync.Once
@@ -431,4 +451,10 @@ func (b *oneShotBody) Close() error {
 		oneShotReaders.Put(b.br)
 	})
 	return err
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
