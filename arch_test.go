@@ -55,7 +55,7 @@ func TestImportRules(t *testing.T) {
 // tests either; only internal/cli knows every backend; the internal test
 // helpers are imported by tests only.
 func TestImportedOnlyBy(t *testing.T) {
-	helpers := []string{"internal/pgtest", "internal/pgbouncertest", "internal/redistest", "internal/sitetest", "internal/faultproxy", "internal/unprivileged", "internal/providersign", "internal/testenv"}
+	helpers := []string{"internal/pgtest", "internal/pgbouncertest", "internal/redistest", "internal/sitetest", "internal/faultproxy", "internal/unprivileged", "internal/providersign", "internal/testenv", "internal/tcpsite", "contract/internal/php/phptest"}
 	backends := []string{"dedupe/sqlite", "dedupe/postgres", "dedupe/redis"}
 	code, tests := importers(t), importers(t, "-test")
 	for imp, by := range tests {

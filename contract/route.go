@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hookonce/hookonce/contract/internal/php"
 	"github.com/tidwall/gjson"
 )
 
@@ -829,12 +830,12 @@ func contentTypeWord(ct string) string {
 	return strings.TrimSpace(ct)
 }
 
-func topNames(v *phpVar) []string {
-	if v == nil || v.arr == nil {
+func topNames(v *php.Var) []string {
+	if v == nil {
 		return nil
 	}
-	names := make([]string, 0, min(len(v.arr), 4*maxShapeNames))
-	for k := range v.arr {
+	names := make([]string, 0, 4*maxShapeNames)
+	for k := range v.Names() {
 		if names = append(names, k); len(names) > 4*maxShapeNames {
 			break
 		}

@@ -1,6 +1,13 @@
-package contract
+// Package php reads request data as PHP 8.2 does: query strings and
+// urlencoded bodies into $_GET and $_POST (names mangled, brackets nested,
+// max_input_vars and max_input_nesting_level), multipart/form-data bodies,
+// $_REQUEST's overlay, JSON as json_decode accepts it and numbers as PHP
+// prints them. Its tests hold it against the php binary itself.
+package php
 
 import (
+	"iter"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -28,38 +35,38 @@ import (
 //     the query (php_default_treat_data) skips empty pairs and registers at
 //     most 1000; the body (add_post_vars) counts every pair, empty ones
 //     ("a=1&&b=2", a leading "&") included, and registers the 1001st before
-//     it stops. parsePHPVars is the first, parsePHPPost the second.
+//     it stops. ParseQuery is the first, ParsePost the second.
 const (
 	maxInputVars    = 1000
 	maxInputNesting = 64
 )
 
-// phpVar is one value as PHP holds it: a string, or an array of named
+// Var is one value as PHP holds it: a string, or an array of named
 // elements.
-type phpVar struct {
+type Var struct {
 	str  string
-	arr  map[string]*phpVar // nil for a string
-	next int64              // the index "a[]" appends at
-	full bool               // PHP_INT_MAX is taken: "a[]" appends nothing
+	arr  map[string]*Var // nil for a string
+	next int64           // the index "a[]" appends at
+	full bool            // PHP_INT_MAX is taken: "a[]" appends nothing
 	// On the root only: how many arrays registering has built, and
-	// whether it stopped at maxFormArrays.
+	// whether it stopped at MaxFormArrays.
 	arrays int
 	over   bool
 }
 
-// maxFormArrays bounds the arrays one query or form may build. PHP's own
+// MaxFormArrays bounds the arrays one query or form may build. PHP's own
 // limits allow 1000 fields nested 64 deep — 64,000 arrays, tens of
 // megabytes, from a 133 KB body anyone can send before any signature is
 // checked (trap 30 in ARCHITECTURE.md). No webhook comes near: Bitrix24's
 // richest events build a few dozen. A form past it is refused
 // (Request.Unreadable), never read in part.
-const maxFormArrays = 4096
+const MaxFormArrays = 4096
 
-func newPHPArray() *phpVar { return &phpVar{arr: map[string]*phpVar{}} }
+func NewArray() *Var { return &Var{arr: map[string]*Var{}} }
 
-// parsePHPVars reads "a=1&b[c]=2" the way PHP fills $_GET and $_POST.
-func parsePHPVars(s string) *phpVar {
-	root := newPHPArray()
+// ParseQuery reads "a=1&b[c]=2" the way PHP fills $_GET and $_POST.
+func ParseQuery(s string) *Var {
+	root := NewArray()
 	n := 0
 	for pair := range strings.SplitSeq(s, "&") {
 		if pair == "" {
@@ -69,18 +76,18 @@ func parsePHPVars(s string) *phpVar {
 			break
 		}
 		name, val, _ := strings.Cut(pair, "=")
-		root.register(phpURLDecode(name), phpURLDecode(val))
+		root.register(URLDecode(name), URLDecode(val))
 	}
 	return root
 }
 
-// parsePHPPost reads an urlencoded POST body the way PHP fills $_POST
+// ParsePost reads an urlencoded POST body the way PHP fills $_POST
 // (main/php_variables.c, add_post_vars): every "&"-separated pair counts
 // toward max_input_vars, empty ones too, except an empty piece after a
 // trailing "&"; the pair that passes the limit is still registered, then
 // reading stops.
-func parsePHPPost(s string) *phpVar {
-	root := newPHPArray()
+func ParsePost(s string) *Var {
+	root := NewArray()
 	if s == "" {
 		return root
 	}
@@ -88,7 +95,7 @@ func parsePHPPost(s string) *phpVar {
 	n := 0
 	for pair := range strings.SplitSeq(s, "&") {
 		name, val, _ := strings.Cut(pair, "=")
-		root.register(phpURLDecode(name), phpURLDecode(val))
+		root.register(URLDecode(name), URLDecode(val))
 		if n++; n > maxInputVars {
 			break
 		}
@@ -96,9 +103,9 @@ func parsePHPPost(s string) *phpVar {
 	return root
 }
 
-// phpURLDecode is PHP's urldecode: "+" is a space, a malformed "%" is kept
+// URLDecode is PHP's urldecode: "+" is a space, a malformed "%" is kept
 // as it is.
-func phpURLDecode(s string) string {
+func URLDecode(s string) string {
 	if !strings.ContainsAny(s, "+%") {
 		return s
 	}
@@ -138,9 +145,9 @@ func unhex(c byte) byte {
 	}
 }
 
-// phpName splits a variable name into the path PHP stores it under:
+// Name splits a variable name into the path PHP stores it under:
 // "data[FIELDS][ID]" → [data FIELDS ID]; appendIndex marks "a[]".
-func phpName(name string) []string {
+func Name(name string) []string {
 	if i := strings.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
@@ -198,11 +205,11 @@ func phpName(name string) []string {
 // PHP cuts names at NUL.
 const appendIndex = "\x00"
 
-func (v *phpVar) register(name, val string) {
+func (v *Var) register(name, val string) {
 	if v.over {
 		return
 	}
-	path := phpName(name)
+	path := Name(name)
 	if path == nil {
 		return
 	}
@@ -215,16 +222,16 @@ func (v *phpVar) register(name, val string) {
 			seg = strconv.FormatInt(cur.next, 10)
 		}
 		if i == len(path)-1 {
-			cur.set(seg, &phpVar{str: val})
+			cur.set(seg, &Var{str: val})
 			return
 		}
 		child := cur.arr[seg]
 		if child == nil || child.arr == nil {
-			if v.arrays++; v.arrays > maxFormArrays {
+			if v.arrays++; v.arrays > MaxFormArrays {
 				v.over = true
 				return
 			}
-			child = newPHPArray()
+			child = NewArray()
 			cur.set(seg, child)
 		}
 		cur = child
@@ -233,7 +240,7 @@ func (v *phpVar) register(name, val string) {
 
 // set stores an element and moves the append index past an integer key,
 // as PHP's next free element does.
-func (v *phpVar) set(key string, val *phpVar) {
+func (v *Var) set(key string, val *Var) {
 	v.arr[key] = val
 	if n, err := strconv.ParseInt(key, 10, 64); err == nil && strconv.FormatInt(n, 10) == key && n >= v.next {
 		if n == math.MaxInt64 {
@@ -246,8 +253,8 @@ func (v *phpVar) set(key string, val *phpVar) {
 
 // lookup returns the string at a PHP name such as "data[FIELDS][ID]"; ok is
 // false when it is absent or an array.
-func (v *phpVar) lookup(name string) (string, bool) {
-	path := phpName(name)
+func (v *Var) Lookup(name string) (string, bool) {
+	path := Name(name)
 	if path == nil {
 		return "", false
 	}
@@ -268,25 +275,25 @@ func (v *phpVar) lookup(name string) (string, bool) {
 
 // each calls fn for every string element at the top level, in no order;
 // arrays are flattened to their PHP names ("a[b]").
-func (v *phpVar) each(prefix string, fn func(name, val string)) {
+func (v *Var) Each(prefix string, fn func(name, val string)) {
 	for k, e := range v.arr {
 		name := k
 		if prefix != "" {
 			name = prefix + "[" + k + "]"
 		}
 		if e.arr != nil {
-			e.each(name, fn)
+			e.Each(name, fn)
 			continue
 		}
 		fn(name, e.str)
 	}
 }
 
-// phpNumber turns a JSON number into the text a PHP script gets from
+// Number turns a JSON number into the text a PHP script gets from
 // (string)json_decode(...): integers that fit in 64 bits as written without
 // a sign on zero, everything else as a double printed with precision 14.
 // "1", "1.0", "1e0" and "10E-1" are all "1" to PHP, so they are one key.
-func phpNumber(raw string) (string, bool) {
+func Number(raw string) (string, bool) {
 	if !strings.ContainsAny(raw, ".eE") {
 		if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
 			return strconv.FormatInt(n, 10), true
@@ -366,4 +373,56 @@ func phpFloat(f float64) string {
 		b.WriteString(digits[decpt:])
 	}
 	return b.String()
+}
+
+// Over reports whether registering stopped at MaxFormArrays (on a root).
+func (v *Var) Over() bool { return v.over }
+
+// Names are the names of an array's elements (none for a string), in no
+// particular order.
+func (v *Var) Names() iter.Seq[string] { return maps.Keys(v.arr) }
+
+// Overlay is query overlaid with form (nil: a body that is not a form), as
+// PHP's array_merge of $_GET and $_POST: a top-level form name replaces the
+// query's whole entry of that name. ambiguous lists the top-level names
+// that $_REQUEST and an array_merge read differently: integer names
+// (array_merge renumbers them) and names both hold as arrays ($_REQUEST
+// merges those, array_merge takes the form's).
+func Overlay(query, form *Var) (merged *Var, ambiguous []string) {
+	merged = NewArray()
+	for k, v := range query.arr {
+		merged.arr[k] = v
+		if isInt(k) {
+			ambiguous = append(ambiguous, k)
+		}
+	}
+	if form != nil {
+		for k, v := range form.arr {
+			if old := merged.arr[k]; old != nil && old.arr != nil && v.arr != nil {
+				ambiguous = append(ambiguous, k)
+			} else if isInt(k) {
+				ambiguous = append(ambiguous, k)
+			}
+			merged.arr[k] = v
+		}
+	}
+	return merged, ambiguous
+}
+
+func isInt(k string) bool {
+	n, err := strconv.ParseInt(k, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == k
+}
+
+// Plain is v as json_encode(…, JSON_FORCE_OBJECT) gives PHP's array: a
+// string, or a map of the elements' Plain values.
+func Plain(v *Var) any {
+	if v.arr == nil {
+		return v.str
+	}
+	m := make(map[string]any, len(v.arr))
+	for k, e := range v.arr {
+		m[k] = Plain(e)
+	}
+	return m
 }

@@ -1,4 +1,4 @@
-package contract
+package php
 
 import (
 	"bytes"
@@ -188,10 +188,10 @@ func (r *mpReader) readBody(next []byte) []byte {
 	return data
 }
 
-// parseMultipartPHP fills $_POST from a multipart body. bad is non-empty
+// ParseMultipart fills $_POST from a multipart body. bad is non-empty
 // when the body holds a shape whose reading by PHP is not modelled here.
-func parseMultipartPHP(body []byte, ct string) (root *phpVar, bad string) {
-	root = newPHPArray()
+func ParseMultipart(body []byte, ct string) (root *Var, bad string) {
+	root = NewArray()
 	boundary, ok := multipartBoundary(ct)
 	if !ok {
 		return root, "" // PHP warns "Missing boundary" and reads nothing
