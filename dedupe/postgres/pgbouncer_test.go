@@ -2,10 +2,8 @@ package postgres_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,65 +146,8 @@ func TestPgBouncerReadOnlyDoesNotPoisonPool(t *testing.T) {
 func TestPgBouncerReplicaStorm(t *testing.T) {
 	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{})
 	dsn := behindPgBouncer(t, b, "")
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(100 * time.Millisecond) // the copies arrive while the first runs
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	})
-	const replicas, events, copies = 3, 25, 8
-	var proxies []*proxytest.Instance
-	for range replicas {
-		proxies = append(proxies, proxytest.Start(t, mustNew(t, dsn), site.URL, proxytest.AcceptanceConfig))
-	}
-	replies := make([][]proxytest.Reply, events)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for e := range events {
-		replies[e] = make([]proxytest.Reply, copies)
-		for c := range copies {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				url := proxies[(e+c)%replicas].URL + "/hooks/shop"
-				replies[e][c] = proxytest.Post(t, url, fmt.Sprintf(`{"id":"storm-%d","n":1}`, e))
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	check := mustNew(t, dsn)
-	for e := range events {
-		id := fmt.Sprintf("storm-%d", e)
-		if n := site.Executions(id); n != 1 {
-			t.Errorf("%s: %d executions, want 1", id, n)
-		}
-		replayed := 0
-		for c, r := range replies[e] {
-			if r.Status < 200 || r.Status > 299 {
-				t.Errorf("%s delivery %d: status %d %s", id, c, r.Status, r.Body)
-			}
-			if r.Replayed() {
-				replayed++
-			}
-		}
-		if replayed != copies-1 {
-			t.Errorf("%s: %d replayed answers, want %d", id, replayed, copies-1)
-		}
-		rec, err := check.Get(ctxFor(t, 5*time.Second), "shop", id)
-		if err != nil || rec.State != dedupe.StateDone || rec.Response == nil || rec.Response.Status != 200 ||
-			string(rec.Response.Body) != `{"ok":true}` || rec.Response.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("%s: stored record %+v, %v; want done with the site's answer", id, rec, err)
-		}
-	}
-	if n := site.Total(); n != events {
-		t.Errorf("site ran %d times in all, want %d", n, events)
-	}
-	for i, p := range proxies {
-		if strings.Contains(p.Logs.String(), "not stored") {
-			t.Errorf("replica %d logged an answer not stored:\n%s", i, p.Logs.String())
-		}
-	}
+	proxytest.RunStorm(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) },
+		proxytest.Storm{Replicas: 3, Events: 25, Copies: 8, Prefix: "storm"})
 }
 
 // With pooler=transaction hookonce sends no session settings: Warnings
