@@ -201,20 +201,10 @@ func newStandby(primary *Server, link *Link) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: pg_basebackup: %w\n%s", err, out)
 	}
-	for attempt := 1; ; attempt++ {
-		if s.port, err = freePort(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		err = s.Start()
-		if err == nil {
-			return s, nil
-		}
-		if attempt == 3 {
-			s.Close()
-			return nil, err
-		}
+	if err := s.startOnFreePort(); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // exec runs one statement as postgres on database postgres.
