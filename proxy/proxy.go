@@ -1165,6 +1165,10 @@ func (d *delivery) heartbeat() *beat {
 func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored bool) {
 	resp := storable(d.s, c)
 	pause := 100 * time.Millisecond
+	// unconfirmed: an attempt was applied but its replicas did not
+	// confirm it (Redis wait_replicas); the record then reads as stored
+	// where a failover may still lose it, so reading it proves nothing.
+	unconfirmed := false
 	for attempt := 1; ; attempt++ {
 		err := d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
 			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp, att)
@@ -1172,8 +1176,9 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored boo
 		if err == nil {
 			return true
 		}
+		unconfirmed = unconfirmed || errors.Is(err, dedupe.ErrNotConfirmed)
 		if errors.Is(err, dedupe.ErrNotOwner) {
-			if attempt > 1 && d.storedByUs() {
+			if attempt > 1 && !unconfirmed && d.storedByUs() {
 				return true // an earlier attempt committed; only its reply was lost
 			}
 			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
@@ -1184,7 +1189,7 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored boo
 		if b.leaseLeft() <= pause {
 			// A write the store applied after its reply was lost (a frozen
 			// or cut database) is not a lost answer: look before saying so.
-			if d.storedByUs() {
+			if !unconfirmed && d.storedByUs() {
 				return true
 			}
 			d.p.m.lost.WithLabelValues(d.s.Name).Inc()
