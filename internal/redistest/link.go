@@ -28,8 +28,8 @@ type Link struct {
 
 type linkConn struct {
 	client, server net.Conn
-	mu             sync.Mutex // guards held and writes to client
-	held           []byte
+	mu             sync.Mutex // guards held and the writes
+	held           [2][]byte  // held back while stalled: [0] to the replica, [1] to the primary
 }
 
 // StartLink relays 127.0.0.1:random to target until tb's cleanup.
@@ -69,34 +69,18 @@ func (l *Link) accept() {
 		}
 		l.conns[lc] = true
 		l.mu.Unlock()
-		go l.up(lc)
-		go l.down(lc)
+		go l.pipe(lc, lc.server, lc.client, 0)
+		go l.pipe(lc, lc.client, lc.server, 1)
 	}
 }
 
-// up relays replica → primary (REPLCONF ACKs): never held back.
-func (l *Link) up(lc *linkConn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := lc.client.Read(buf)
-		if n > 0 {
-			if _, werr := lc.server.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	l.drop(lc)
-}
-
-// down relays primary → replica (the replication stream), holding it back
+// pipe relays one direction (dir 0: primary → replica, the replication
+// stream; 1: replica → primary, its acknowledgements), holding it back
 // while the link is stalled.
-func (l *Link) down(lc *linkConn) {
+func (l *Link) pipe(lc *linkConn, from, to net.Conn, dir int) {
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := lc.server.Read(buf)
+		n, err := from.Read(buf)
 		if n > 0 {
 			l.mu.Lock()
 			stalled := l.stalled
@@ -104,9 +88,17 @@ func (l *Link) down(lc *linkConn) {
 			lc.mu.Lock()
 			var werr error
 			if stalled {
-				lc.held = append(lc.held, buf[:n]...)
+				lc.held[dir] = append(lc.held[dir], buf[:n]...)
 			} else {
-				_, werr = lc.client.Write(buf[:n])
+				// What a stall held back goes first, whoever gets here
+				// before Resume flushes it: the stream stays in order.
+				if len(lc.held[dir]) > 0 {
+					_, werr = to.Write(lc.held[dir])
+					lc.held[dir] = nil
+				}
+				if werr == nil {
+					_, werr = to.Write(buf[:n])
+				}
 			}
 			lc.mu.Unlock()
 			if werr != nil {
@@ -128,7 +120,7 @@ func (l *Link) drop(lc *linkConn) {
 	_ = lc.server.Close()
 }
 
-// Stall holds back the primary's stream from now on.
+// Stall holds back both directions from now on.
 func (l *Link) Stall() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,9 +138,11 @@ func (l *Link) Resume() {
 	l.mu.Unlock()
 	for _, lc := range conns {
 		lc.mu.Lock()
-		if len(lc.held) > 0 {
-			_, _ = lc.client.Write(lc.held)
-			lc.held = nil
+		for dir, to := range []net.Conn{lc.client, lc.server} {
+			if len(lc.held[dir]) > 0 {
+				_, _ = to.Write(lc.held[dir])
+				lc.held[dir] = nil
+			}
 		}
 		lc.mu.Unlock()
 	}
@@ -167,8 +161,8 @@ func (l *Link) Cut() int {
 	dropped := 0
 	for _, lc := range conns {
 		lc.mu.Lock()
-		dropped += len(lc.held)
-		lc.held = nil
+		dropped += len(lc.held[0]) + len(lc.held[1])
+		lc.held = [2][]byte{}
 		_ = lc.client.Close()
 		_ = lc.server.Close()
 		lc.mu.Unlock()
