@@ -1245,7 +1245,12 @@ func (d *delivery) hold(att dedupe.Attempt) {
 	err := d.p.storeCall(d.r, d.s, "hold", func(ctx context.Context) error {
 		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner, att)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, dedupe.ErrNotConfirmed):
+		// Held where the store took it; a failover may still lose the
+		// hold, and the claim then frees itself at its lease.
+		d.log.Warn("claim held but not confirmed by the store's replicas: after a failover it frees itself when its lease ends", "key", d.key, "err", err)
+	case err != nil:
 		d.log.Warn("claim not held: it frees itself when its lease ends", "key", d.key, "err", err)
 	}
 }

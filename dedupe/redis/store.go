@@ -188,6 +188,14 @@ func newClient(url string) (goredis.UniversalClient, bool, waitOptions, error) {
 		return nil, false, wait, fmt.Errorf("redis URL %q: %w", dedupe.RedactDSN(url), err)
 	}
 	client, cluster, err := newDriver(url, scheme, rest)
+	if err == nil {
+		err = wait.fits(client)
+		if err != nil {
+			_ = client.Close()
+			client = nil
+			err = fmt.Errorf("redis URL %q: %w", dedupe.RedactDSN(url), err)
+		}
+	}
 	return client, cluster, wait, err
 }
 

@@ -105,6 +105,26 @@ func splitWait(rest string) (string, waitOptions, error) {
 	return base + "?" + q.Encode(), w, nil
 }
 
+// fits checks the wait against the client's read timeout, which bounds
+// the WAIT's reply as it bounds every reply: a longer wait would end as a
+// read timeout, never as an answer.
+func (w waitOptions) fits(client goredis.UniversalClient) error {
+	if w.replicas == 0 {
+		return nil
+	}
+	var rt time.Duration
+	switch c := client.(type) {
+	case *goredis.Client:
+		rt = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	if rt > 0 && w.timeout >= rt {
+		return fmt.Errorf("%s=%v must be shorter than read_timeout (%v)", paramWaitTimeout, w.timeout, rt)
+	}
+	return nil
+}
+
 // WaitReplicas is the number of replicas every claim and completion waits
 // for (the URL's wait_replicas; 0: none).
 func (s *Store) WaitReplicas() int { return s.wait.replicas }

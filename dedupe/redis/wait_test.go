@@ -26,6 +26,7 @@ func TestWaitReplicasURL(t *testing.T) {
 		{"?wait_replicas=2", 2},
 		{"?wait_replicas=1&wait_replicas_timeout=250ms&pool_size=3", 1},
 		{"?pool_size=3&wait_replicas=1", 1},
+		{"?wait_replicas=1&wait_replicas_timeout=5s&read_timeout=10s", 1},
 	} {
 		s := mustOpen(t, srv.URL()+tt.query)
 		if got := s.WaitReplicas(); got != tt.want {
@@ -38,6 +39,8 @@ func TestWaitReplicasURL(t *testing.T) {
 		{"redis://u:s3cret@" + srv.Addr + "?wait_replicas=1&wait_replicas_timeout=5", "wait_replicas_timeout"},
 		{"redis://u:s3cret@" + srv.Addr + "?wait_replicas=1&wait_replicas_timeout=0s", "wait_replicas_timeout"},
 		{"redis://u:s3cret@" + srv.Addr + "?wait_replicas_timeout=1s", "needs wait_replicas"},
+		{"redis://u:s3cret@" + srv.Addr + "?wait_replicas=1&wait_replicas_timeout=5s", "read_timeout"},
+		{"redis+cluster://u:s3cret@" + srv.Addr + "?wait_replicas=1&wait_replicas_timeout=5s", "read_timeout"},
 		{"redis://u:s3cret@" + srv.Addr + "?wait_replicas=1&bogus=1", "bogus"},
 		{"redis+sentinel://u:s3cret@" + srv.Addr + "?master_name=m&wait_replicas=x", "wait_replicas"},
 	} {
