@@ -78,17 +78,20 @@ func TestConformanceWaitReplicas(t *testing.T) {
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, url) })
 }
 
-// The same through a Cluster client (the WAIT goes to the node owning
-// the record's slot): a one-node cluster has no replica, so only
-// wait_replicas=0 … is trivially met; WAIT 1 fails closed.
+// Through a Cluster client the WAIT goes to the primary owning the
+// record's slot: with no replica it fails closed; with one the
+// conformance suite passes.
 func TestWaitReplicasCluster(t *testing.T) {
 	srv := redistest.StartCluster(t)
-	s := mustOpen(t, srv.ClusterURL()+"?wait_replicas=1&wait_replicas_timeout=50ms")
+	url := srv.ClusterURL() + "?wait_replicas=1&wait_replicas_timeout=100ms"
+	s := mustOpen(t, url)
 	sender := fmt.Sprintf("cluster-wait-%d", time.Now().UnixNano())
 	_, err := s.Claim(ctxT(t, 5*time.Second), claimReq(sender, "k", "h", "A", time.Minute))
 	if !errors.Is(err, dedupe.ErrNotConfirmed) || !errors.Is(err, dedupe.ErrUnavailable) {
 		t.Fatalf("claim with no replica on Cluster: err = %v, want ErrNotConfirmed and ErrUnavailable", err)
 	}
+	redistest.StartClusterReplica(t, srv)
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, url) })
 }
 
 // A stalled replication link: a claim is refused as not confirmed and
