@@ -37,7 +37,7 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 		runs = sentinelRuns()
 	}
 	for i := range runs {
-		r := runFailover(t, fmt.Sprintf("wait-%d", i), "wait_replicas=1&wait_replicas_timeout=300ms")
+		r := runFailover(t, fmt.Sprintf("wait-%d", i), scenario{query: "wait_replicas=1&wait_replicas_timeout=300ms"})
 		t.Logf("wait_replicas=1, run %d: %v", i+1, r)
 		if r.twice != 0 {
 			t.Errorf("wait_replicas=1, run %d: %d events ran twice across the failover, want 0 (%v)", i+1, r.twice, r)
@@ -56,7 +56,7 @@ func TestSentinelFailoverNoWait(t *testing.T) {
 	total := 0
 	n := sentinelRuns()
 	for i := range n {
-		r := runFailover(t, fmt.Sprintf("nowait-%d", i), "")
+		r := runFailover(t, fmt.Sprintf("nowait-%d", i), scenario{})
 		t.Logf("no wait_replicas, run %d: %v", i+1, r)
 		total += r.twice
 	}
@@ -75,12 +75,45 @@ func TestSentinelFailoverMinReplicas(t *testing.T) {
 	total := 0
 	n := sentinelRuns()
 	for i := range n {
-		r := runFailover(t, fmt.Sprintf("minreplicas-%d", i), "",
-			"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
+		r := runFailover(t, fmt.Sprintf("minreplicas-%d", i), scenario{
+			serverArgs: []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}})
 		t.Logf("min-replicas-to-write 1, max-lag 1, run %d: %v", i+1, r)
 		total += r.twice
 	}
 	t.Logf("min-replicas-to-write 1, max-lag 1: %d events ran twice in %d failovers", total, n)
+}
+
+// TestSentinelFailoverAckingReplicaLost measures what WAIT is not: a
+// consensus. Of two replicas only the second one's link stalls, so the
+// first acknowledges everything and wait_replicas=1 is met; then the
+// primary and that first replica die together, and Sentinel can only
+// promote the second, which never got the stall's writes. With
+// wait_replicas=1 those acknowledged events run twice; with
+// wait_replicas=2 (every replica Sentinel may promote) none do.
+func TestSentinelFailoverAckingReplicaLost(t *testing.T) {
+	if os.Getenv("HOOKONCE_SENTINEL") != "full" {
+		t.Skip("measures wait_replicas below the number of replicas; HOOKONCE_SENTINEL=full runs it")
+	}
+	n := sentinelRuns()
+	for _, tt := range []struct {
+		query   string
+		wantNil bool
+	}{
+		{"wait_replicas=1&wait_replicas_timeout=300ms", false},
+		{"wait_replicas=2&wait_replicas_timeout=300ms", true},
+	} {
+		total := 0
+		for i := range n {
+			r := runFailover(t, fmt.Sprintf("ackinglost-%s-%d", tt.query[:15], i),
+				scenario{query: tt.query, onlyStall: 2, alsoKill: 1})
+			t.Logf("%s, acknowledging replica lost, run %d: %v", tt.query, i+1, r)
+			total += r.twice
+			if tt.wantNil && r.twice != 0 {
+				t.Errorf("%s: %d events ran twice, want 0 (%v)", tt.query, r.twice, r)
+			}
+		}
+		t.Logf("%s, acknowledging replica lost: %d events ran twice in %d failovers", tt.query, total, n)
+	}
 }
 
 func sentinelRuns() int {
@@ -96,13 +129,15 @@ type failoverResult struct {
 	afterFailover                   int   // events answered 2xx after the new primary took over
 	inStall                         int   // events answered 2xx between the stall and the kill
 	stall, failover, total          time.Duration
+	resend, slowest                 time.Duration // the duplicates' phase, and its slowest event
 }
 
 func (r failoverResult) String() string {
 	return fmt.Sprintf("%d events (%d answered 2xx, %d during the stall, %d after the failover), %d non-2xx answers retried; "+
-		"ran twice: %d events (%d extra runs); stall %v, kill→new primary %v, run %v",
+		"ran twice: %d events (%d extra runs); stall %v, kill→new primary %v, duplicates %v (slowest %v), run %v",
 		r.events, r.acked, r.inStall, r.afterFailover, r.refused, r.twice, r.extraRuns,
-		r.stall.Round(time.Millisecond), r.failover.Round(time.Millisecond), r.total.Round(time.Millisecond))
+		r.stall.Round(time.Millisecond), r.failover.Round(time.Millisecond),
+		r.resend.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.total.Round(time.Millisecond))
 }
 
 // The lease outlasts a slow failover by far: a completion in flight at
@@ -120,14 +155,26 @@ senders:
     key: [ { body: id } ]
 `
 
-// runFailover runs one failover; query is added to the store URL,
-// serverArgs to every Redis data node's command line.
-func runFailover(t *testing.T, name, query string, serverArgs ...string) failoverResult {
+// scenario shapes one failover of runFailover.
+type scenario struct {
+	query      string   // added to the store URL
+	serverArgs []string // added to every Redis data node's command line
+	// onlyStall, when set, stalls only that replica's link (index + 1;
+	// 0: every link).
+	onlyStall int
+	// alsoKill, when set, kills that replica (index + 1) with the primary;
+	// two fresh replicas of the new primary are started after the failover.
+	alsoKill int
+}
+
+// runFailover runs one failover of the given scenario.
+func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 	t.Helper()
 	began := time.Now()
 	var res failoverResult
+	query := sc.query
 	t.Run(name, func(t *testing.T) {
-		d := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 2, Sentinels: 3, ServerArgs: serverArgs})
+		d := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 2, Sentinels: 3, ServerArgs: sc.serverArgs})
 		site := proxytest.NewUpstream(t, nil)
 		var proxies []string
 		for range 3 {
@@ -192,19 +239,32 @@ func runFailover(t *testing.T, name, query string, serverArgs ...string) failove
 		time.Sleep(time.Second) // traffic before the stall
 		old := d.Primary.Addr
 		stallAt := time.Now()
-		for _, l := range d.Links {
-			l.Stall()
+		for i, l := range d.Links {
+			if sc.onlyStall == 0 || sc.onlyStall == i+1 {
+				l.Stall()
+			}
 		}
 		stalling.Store(true)
 		time.Sleep(time.Second) // acknowledged writes pile up on the primary alone
 		d.Primary.Stop(t)       // SIGKILL at the end of the stall
+		if sc.alsoKill > 0 {
+			d.Replicas[sc.alsoKill-1].Stop(t) // the replica that had everything dies with it
+		}
 		killed := time.Now()
 		stalling.Store(false)
 		res.stall = killed.Sub(stallAt)
 		for _, l := range d.Links {
 			l.Cut() // what the primary had sent but the replicas never got is gone
 		}
-		d.WaitFailover(t, old, 1, 30*time.Second)
+		if sc.alsoKill > 0 {
+			// One replica is left, and it is the one promoted; two fresh
+			// replicas let the option's WAIT succeed again.
+			p := d.WaitFailover(t, old, 0, 30*time.Second)
+			d.AddReplica(t, p)
+			d.AddReplica(t, p)
+		} else {
+			d.WaitFailover(t, old, 1, 30*time.Second)
+		}
 		res.failover = time.Since(killed)
 		promoted.Store(true)
 		time.Sleep(1500 * time.Millisecond) // traffic on the new primary
@@ -217,14 +277,19 @@ func runFailover(t *testing.T, name, query string, serverArgs ...string) failove
 		res.afterFailover, res.inStall = after, inStall
 		mu.Unlock()
 		next := make(chan string)
+		resendAt := time.Now()
 		for range 12 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for id := range next {
+					began := time.Now()
 					if !deliver(id) {
 						t.Errorf("%s resent: no 2xx within a minute", id)
 					}
+					mu.Lock()
+					res.slowest = max(res.slowest, time.Since(began))
+					mu.Unlock()
 				}
 			}()
 		}
@@ -233,6 +298,7 @@ func runFailover(t *testing.T, name, query string, serverArgs ...string) failove
 		}
 		close(next)
 		wg.Wait()
+		res.resend = time.Since(resendAt)
 
 		res.events, res.acked, res.refused = int(seq.Load()), len(ids), refused.Load()
 		for _, id := range ids {

@@ -137,6 +137,26 @@ func (d *Sentinel) waitReplicas(tb testing.TB, primary *Server, n int, within ti
 	}
 }
 
+// AddReplica starts a fresh replica of primary (directly, not through a
+// Link), adds it to d.Replicas and waits until it is in sync.
+func (d *Sentinel) AddReplica(tb testing.TB, primary *Server) *Server {
+	tb.Helper()
+	r := Start(tb, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()),
+		"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
+	d.Replicas = append(d.Replicas, r)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := bulk(primary.Addr, "INFO replication")
+		if err == nil && strings.Contains(info, "port="+strconv.Itoa(r.Port())+",state=online") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("new replica %s of %s not online after 20s: %v %q", r.Addr, primary.Addr, err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // URL is the redis+sentinel:// URL naming every sentinel; query is
 // appended (e.g. "wait_replicas=1"), "" for none.
 func (d *Sentinel) URL(query string) string {
