@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,13 +132,14 @@ type failoverResult struct {
 	inStall                         int   // events answered 2xx between the stall and the kill
 	stall, failover, total          time.Duration
 	resend, slowest                 time.Duration // the duplicates' phase, and its slowest event
+	drain                           time.Duration // from the end of the traffic until its last delivery ended
 }
 
 func (r failoverResult) String() string {
 	return fmt.Sprintf("%d events (%d answered 2xx, %d during the stall, %d after the failover), %d non-2xx answers retried; "+
-		"ran twice: %d events (%d extra runs); stall %v, kill→new primary %v, duplicates %v (slowest %v), run %v",
+		"ran twice: %d events (%d extra runs); stall %v, kill→new primary %v, last deliveries drained in %v, duplicates %v (slowest %v), run %v",
 		r.events, r.acked, r.inStall, r.afterFailover, r.refused, r.twice, r.extraRuns,
-		r.stall.Round(time.Millisecond), r.failover.Round(time.Millisecond),
+		r.stall.Round(time.Millisecond), r.failover.Round(time.Millisecond), r.drain.Round(time.Millisecond),
 		r.resend.Round(time.Millisecond), r.slowest.Round(time.Millisecond), r.total.Round(time.Millisecond))
 }
 
@@ -144,6 +147,9 @@ func (r failoverResult) String() string {
 // the kill is retried until the new primary takes it, so an event that
 // ran twice is a lost acknowledged write, not an answer given up at the
 // lease (the documented window of a store down past the lease).
+// slowLine is a delivery log line of a delivery that took 2s or more.
+var slowLine = regexp.MustCompile(`"duration_ms":([2-9]\d{3}|\d{5,})`)
+
 const failoverConfig = `
 defaults:
   store_timeout: 1s
@@ -177,8 +183,11 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		d := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 2, Sentinels: 3, ServerArgs: sc.serverArgs})
 		site := proxytest.NewUpstream(t, nil)
 		var proxies []string
+		var instances []*proxytest.Instance
 		for range 3 {
-			proxies = append(proxies, proxytest.Start(t, mustOpen(t, d.URL(query)), site.URL, failoverConfig).URL+"/hooks/shop")
+			in := proxytest.Start(t, mustOpen(t, d.URL(query)), site.URL, failoverConfig)
+			instances = append(instances, in)
+			proxies = append(proxies, in.URL+"/hooks/shop")
 		}
 		client := &http.Client{Timeout: 30 * time.Second}
 		var refused atomic.Int64
@@ -269,7 +278,9 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		promoted.Store(true)
 		time.Sleep(1500 * time.Millisecond) // traffic on the new primary
 		stop.Store(true)
+		stopped := time.Now()
 		wg.Wait()
+		res.drain = time.Since(stopped)
 
 		// Every acknowledged event once more: a duplicate must be a replay.
 		mu.Lock()
@@ -299,6 +310,15 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		close(next)
 		wg.Wait()
 		res.resend = time.Since(resendAt)
+		if os.Getenv("HOOKONCE_SENTINEL_LOGS") != "" {
+			for _, in := range instances {
+				for _, l := range strings.Split(in.Logs.String(), "\n") {
+					if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) || slowLine.MatchString(l) {
+						t.Log(l)
+					}
+				}
+			}
+		}
 
 		res.events, res.acked, res.refused = int(seq.Load()), len(ids), refused.Load()
 		for _, id := range ids {

@@ -149,10 +149,11 @@ func (l *Link) Resume() {
 }
 
 // Cut drops what a stall held back and closes every connection; new ones
-// are relayed (not stalled) as before. It returns the bytes dropped.
+// are relayed (not stalled) as before. It returns the bytes dropped. The
+// link stays stalled until every connection is closed, so nothing held
+// back slips through while it cuts.
 func (l *Link) Cut() int {
 	l.mu.Lock()
-	l.stalled = false
 	conns := make([]*linkConn, 0, len(l.conns))
 	for lc := range l.conns {
 		conns = append(conns, lc)
@@ -167,6 +168,9 @@ func (l *Link) Cut() int {
 		_ = lc.server.Close()
 		lc.mu.Unlock()
 	}
+	l.mu.Lock()
+	l.stalled = false
+	l.mu.Unlock()
 	return dropped
 }
 
