@@ -353,6 +353,13 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	cmd, confirmed, err := s.run(ctx, claimScript, s.keys(r, 5),
 		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head)...)
 	if err != nil {
+		if s.wait.replicas > 0 && !isScriptError(err) {
+			// The reply may be lost after the claim was applied (the WAIT
+			// makes that more likely when the deadline is short): give it
+			// back by its owner token, which is this attempt's alone, so
+			// the retry does not wait for its lease.
+			s.releaseUnconfirmed(ctx, req.Sender, req.Key, req.Owner)
+		}
 		return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), err)
 	}
 	res, err := cmd.StringSlice()

@@ -17,7 +17,8 @@ package redis
 //     503 with Retry-After and does not forward. The store then releases
 //     the unconfirmed claim (best effort, without waiting: a release lost
 //     in a failover only brings back the claim, which frees itself at its
-//     lease), so the sender's retry is claimed at once;
+//     lease), so the sender's retry is claimed at once; so it does when the
+//     reply never came (the claim may have been applied all the same);
 //   - a completion, hold or renewal is such an error too: the proxy
 //     retries a completion while its lease is surely its own (each retry
 //     runs the script again, which writes again, and WAITs again), and past
@@ -37,6 +38,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	neturl "net/url"
 	"strconv"
@@ -181,6 +183,14 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 		return res, fmt.Errorf("%d of %d replicas acknowledged within %v", n, s.wait.replicas, timeout), nil
 	}
 	return res, nil, nil
+}
+
+// isScriptError tells an error the server answered (READONLY, LOADING,
+// NOREPLICAS, a failed script: nothing was written) from a lost or late
+// reply.
+func isScriptError(err error) bool {
+	var re goredis.Error
+	return errors.As(err, &re)
 }
 
 // notConfirmed is the error of a write whose replicas did not confirm it.
