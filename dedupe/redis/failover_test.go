@@ -87,9 +87,10 @@ func TestSentinelFailoverMinReplicas(t *testing.T) {
 
 // TestSentinelFailoverAckingReplicaLost measures what WAIT is not: a
 // consensus. Of two replicas only the second one's link stalls, so the
-// first acknowledges everything and wait_replicas=1 is met; then the
-// primary and that first replica die together, and Sentinel can only
-// promote the second, which never got the stall's writes. With
+// first acknowledges everything and wait_replicas=1 is met; after a
+// second that first replica dies, a second later the primary, and
+// Sentinel can only promote the second replica, which never got the
+// stall's writes. With
 // wait_replicas=1 those acknowledged events run twice; with
 // wait_replicas=2 (every replica Sentinel may promote) none do.
 func TestSentinelFailoverAckingReplicaLost(t *testing.T) {
@@ -193,10 +194,15 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		var refused atomic.Int64
 		// deliver sends id until an answer is a 2xx, as a webhook sender
 		// retries; false if none came within a minute.
+		// abort ends the senders when the test ends early (a Fatal), before
+		// the servers they talk to are stopped.
+		var abort atomic.Bool
+		var wg sync.WaitGroup // the senders
+		t.Cleanup(func() { abort.Store(true); wg.Wait() })
 		deliver := func(id string) bool {
 			body := []byte(`{"id":"` + id + `"}`)
 			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && !abort.Load() {
 				resp, err := client.Post(proxies[rand.IntN(len(proxies))], "application/json", bytes.NewReader(body))
 				if err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
@@ -220,16 +226,17 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 			promoted atomic.Bool
 			stop     atomic.Bool
 			seq      atomic.Int64
-			wg       sync.WaitGroup
 		)
 		for range 12 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for !stop.Load() {
+				for !stop.Load() && !abort.Load() {
 					id := fmt.Sprintf("%s-%d", name, seq.Add(1))
 					if !deliver(id) {
-						t.Errorf("%s: no 2xx within a minute", id)
+						if !abort.Load() {
+							t.Errorf("%s: no 2xx within a minute", id)
+						}
 						continue
 					}
 					mu.Lock()
@@ -255,10 +262,15 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		}
 		stalling.Store(true)
 		time.Sleep(time.Second) // acknowledged writes pile up on the primary alone
-		d.Primary.Stop(t)       // SIGKILL at the end of the stall
 		if sc.alsoKill > 0 {
-			d.Replicas[sc.alsoKill-1].Stop(t) // the replica that had everything dies with it
+			// The replica that had everything dies first, and Sentinel
+			// sees it down before the primary goes (killed together, a
+			// Sentinel may still pick the dead one and wait out the
+			// failover timeout).
+			d.Replicas[sc.alsoKill-1].Stop(t)
+			time.Sleep(time.Second)
 		}
+		d.Primary.Stop(t) // SIGKILL at the end of the stall
 		killed := time.Now()
 		stalling.Store(false)
 		res.stall = killed.Sub(stallAt)
@@ -295,7 +307,7 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 				defer wg.Done()
 				for id := range next {
 					began := time.Now()
-					if !deliver(id) {
+					if !deliver(id) && !abort.Load() {
 						t.Errorf("%s resent: no 2xx within a minute", id)
 					}
 					mu.Lock()

@@ -73,7 +73,7 @@ func TestAcceptConflict(t *testing.T) {
 // the primary's unconfirmed record.
 func TestWaitReplicasThroughProxy(t *testing.T) {
 	primary, link := primaryWithReplica(t)
-	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=100ms"
+	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=300ms"
 	stallAtSite := make(chan struct{}, 1)
 	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -86,8 +86,8 @@ func TestWaitReplicasThroughProxy(t *testing.T) {
 	})
 	const config = `
 defaults:
-  store_timeout: 500ms
-  lease: 1500ms
+  store_timeout: 1s
+  lease: 2s
 senders:
   - name: shop
     match: { path: /hooks/shop }

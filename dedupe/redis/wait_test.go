@@ -12,6 +12,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/redis"
+	"github.com/hookonce/hookonce/internal/faultproxy"
 	"github.com/hookonce/hookonce/internal/redistest"
 )
 
@@ -57,7 +58,7 @@ func TestWaitReplicasURL(t *testing.T) {
 // primaryWithReplica starts a primary and one replica behind a Link.
 func primaryWithReplica(t *testing.T) (*redistest.Server, *redistest.Link) {
 	t.Helper()
-	primary := redistest.Start(t)
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0") // the replica syncs at once
 	link := redistest.StartLink(t, primary.Addr)
 	redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(link.Port()))
 	deadline := time.Now().Add(20 * time.Second)
@@ -99,7 +100,9 @@ func TestWaitReplicasCluster(t *testing.T) {
 // confirmed and confirmed by its retry once the replica has it.
 func TestWaitReplicasFailsClosed(t *testing.T) {
 	primary, link := primaryWithReplica(t)
-	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=200ms")
+	// Long enough for a replica on a loaded machine, and paid
+	// only by the writes a stalled link leaves unconfirmed.
+	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=500ms")
 	sender := fmt.Sprintf("failsclosed-%d", time.Now().UnixNano())
 	ctx := ctxT(t, 30*time.Second)
 
@@ -113,7 +116,9 @@ func TestWaitReplicasFailsClosed(t *testing.T) {
 		t.Fatalf("unconfirmed claim afterwards: state %q err %v, want released", rec.State, err)
 	}
 	link.Resume()
-	mustClaim(t, s, claimReq(sender, "k1", "h", "B", time.Minute), dedupe.Claimed)
+	if _, err := s.Claim(ctx, claimReq(sender, "k1", "h", "B", time.Minute)); err != nil {
+		t.Fatalf("claim once the link is back: %v\n%s", err, primary.Info(t, "replication"))
+	}
 
 	link.Stall()
 	resp := dedupe.Response{Status: 200, Header: http.Header{}, Body: []byte("ok")}
@@ -147,4 +152,36 @@ func TestWaitReplicasFailsClosed(t *testing.T) {
 		t.Fatalf("release over a stalled link: %v", err)
 	}
 	link.Resume()
+}
+
+// A claim whose reply is lost (the connection cut right after the request
+// went through) may have been applied: with wait_replicas the store gives
+// it back by its owner token, so the sender's retry is claimed at once
+// rather than after the lease.
+func TestWaitReplicasLostClaimReplyIsGivenBack(t *testing.T) {
+	primary, _ := primaryWithReplica(t)
+	fp, err := faultproxy.Start(primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fp.Close() })
+	// max_retries=-1: go-redis would otherwise resend the claim on a new
+	// connection, and the retry (same owner) would answer it.
+	s := mustOpen(t, "redis://"+fp.Addr()+"/0?max_retries=-1&wait_replicas=1&wait_replicas_timeout=500ms")
+	sender := fmt.Sprintf("lostreply-%d", time.Now().UnixNano())
+	ctx := ctxT(t, 10*time.Second)
+	// A first claim loads the script and leaves a connection in the pool,
+	// so the cut strikes the next claim, not a new connection's handshake.
+	mustClaim(t, s, claimReq(sender, "warm", "h", "A", time.Minute), dedupe.Claimed)
+	fp.CutAfterNextRequests(1)
+	_, err = s.Claim(ctx, claimReq(sender, "k", "h", "A", time.Minute))
+	if err == nil || !errors.Is(err, dedupe.ErrUnavailable) {
+		acc, cut := fp.Stats()
+		t.Fatalf("claim whose reply was cut: err = %v, want ErrUnavailable (accepted %d cut %d armed %d)", err, acc, cut, fp.Armed())
+	}
+	rec, err := s.Get(ctx, sender, "k")
+	if err != nil || rec.State != dedupe.StateReleased {
+		t.Fatalf("claim whose reply was cut, afterwards: state %q err %v, want released", rec.State, err)
+	}
+	mustClaim(t, s, claimReq(sender, "k", "h", "B", time.Minute), dedupe.Claimed)
 }

@@ -221,3 +221,13 @@ func (d *Sentinel) WaitFailover(tb testing.TB, old string, replicas int, within 
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Info returns the server's INFO section (e.g. "replication").
+func (s *Server) Info(tb testing.TB, section string) string {
+	tb.Helper()
+	info, err := bulk(s.Addr, "INFO "+section)
+	if err != nil {
+		tb.Fatalf("INFO %s on %s: %v", section, s.Addr, err)
+	}
+	return info
+}
