@@ -21,6 +21,7 @@ func TestImportRules(t *testing.T) {
 		"dedupe/redis":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres"},
 		"dedupe/cache":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"dedupe/readiness": {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"dedupe/view":      {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis", "dedupe/cache", "dedupe/readiness"},
 		"proxy":            {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"admin":            {"proxy", "proxy/proxytest", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"probe":            {"proxy", "proxy/proxytest", "admin", "dedupe", "contract", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
@@ -54,7 +55,7 @@ func TestImportRules(t *testing.T) {
 // tests either; only internal/cli knows every backend; the internal test
 // helpers are imported by tests only.
 func TestImportedOnlyBy(t *testing.T) {
-	helpers := []string{"internal/pgtest", "internal/redistest", "internal/sitetest", "internal/faultproxy", "internal/unprivileged", "internal/providersign"}
+	helpers := []string{"internal/pgtest", "internal/pgbouncertest", "internal/redistest", "internal/sitetest", "internal/faultproxy", "internal/unprivileged", "internal/providersign", "internal/testenv", "internal/tcpsite", "contract/internal/php/phptest"}
 	backends := []string{"dedupe/sqlite", "dedupe/postgres", "dedupe/redis"}
 	code, tests := importers(t), importers(t, "-test")
 	for imp, by := range tests {

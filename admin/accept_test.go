@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/admin"
-	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -45,7 +45,7 @@ senders:
 			if errors.Is(err, proxy.ErrNoSender) {
 				err = fmt.Errorf("%w: %w", admin.ErrRefused, err)
 			}
-			return admin.Acceptance{Conflict: res.Conflict.JSON(),
+			return admin.Acceptance{Conflict: view.Conflict(res.Conflict),
 				Redelivery: admin.Redelivery{Outcome: res.Outcome, Status: res.Status}}, err
 		}})
 	if err != nil {
@@ -54,12 +54,12 @@ senders:
 	adm := httptest.NewServer(h)
 	t.Cleanup(adm.Close)
 
-	var cs []dedupe.ConflictJSON
+	var cs []view.ConflictJSON
 	r := do(t, "GET", adm.URL+"/v1/conflicts?key=8742591", testToken)
 	if err := json.Unmarshal(r.body, &cs); r.status != 200 || err != nil || len(cs) != 1 || !cs[0].Acceptable {
 		t.Fatalf("GET /v1/conflicts?key=8742591: %d %s", r.status, r.body)
 	}
-	var recs []dedupe.RecordJSON
+	var recs []view.RecordJSON
 	r = do(t, "GET", adm.URL+"/v1/events?key=8742591", testToken)
 	if err := json.Unmarshal(r.body, &recs); r.status != 200 || err != nil || len(recs) != 1 || recs[0].Key != "8742591:CONFIRMED" {
 		t.Fatalf("GET /v1/events?key=8742591: %d %s", r.status, r.body)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/dedupe/view"
 )
 
 // Defaults for Options fields left zero.
@@ -114,7 +115,7 @@ type Options struct {
 // conflict as marked, and the delivery of its payload under
 // conflict.accepted_key.
 type Acceptance struct {
-	Conflict dedupe.ConflictJSON `json:"conflict"`
+	Conflict view.ConflictJSON `json:"conflict"`
 	Redelivery
 }
 
@@ -351,7 +352,7 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "get", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec.JSON())
+	writeJSON(w, http.StatusOK, view.Record(rec))
 }
 
 func (h *Handler) deleteEvent(w http.ResponseWriter, r *http.Request) {
@@ -407,9 +408,9 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "list", err)
 		return
 	}
-	out := make([]dedupe.RecordJSON, 0, len(recs))
+	out := make([]view.RecordJSON, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, rec.JSON())
+		out = append(out, view.Record(rec))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -427,9 +428,9 @@ func (h *Handler) listUnretried(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "list", err)
 		return
 	}
-	out := make([]dedupe.RecordJSON, 0, len(recs))
+	out := make([]view.RecordJSON, 0, len(recs))
 	for _, rec := range recs {
-		j := rec.JSON()
+		j := view.Record(rec)
 		j.Unretried = true
 		out = append(out, j)
 	}
@@ -516,9 +517,9 @@ func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "conflicts", err)
 		return
 	}
-	out := make([]dedupe.ConflictJSON, 0, len(cs))
+	out := make([]view.ConflictJSON, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, c.JSON())
+		out = append(out, view.Conflict(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

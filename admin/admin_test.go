@@ -17,6 +17,7 @@ import (
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -191,7 +192,7 @@ func TestGetEventShowsTheStoredAnswerByteForByte(t *testing.T) {
 			if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 				t.Fatalf("GET: %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
 			}
-			var got dedupe.RecordJSON
+			var got view.RecordJSON
 			if err := json.Unmarshal(r.body, &got); err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +293,7 @@ func TestListEvents(t *testing.T) {
 			if c.status != 200 {
 				return
 			}
-			var got []dedupe.RecordJSON
+			var got []view.RecordJSON
 			if err := json.Unmarshal(r.body, &got); err != nil {
 				t.Fatalf("%v: %s", err, r.body)
 			}
@@ -332,7 +333,7 @@ func TestListConflicts(t *testing.T) {
 		}
 	}
 	r := do(t, http.MethodGet, f.srv.URL+"/v1/conflicts?sender=shop", testToken)
-	var got []dedupe.ConflictJSON
+	var got []view.ConflictJSON
 	if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
 		t.Fatalf("%d %s %v", r.status, r.body, err)
 	}

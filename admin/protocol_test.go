@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -305,7 +306,7 @@ func TestProtocolMetricsAPIAndLogs(t *testing.T) {
 	})
 
 	t.Run("API shows the stored answer byte for byte", func(t *testing.T) {
-		var rec dedupe.RecordJSON
+		var rec view.RecordJSON
 		deadline := time.Now().Add(5 * time.Second)
 		for { // replay counts are written in batches
 			r := do(t, http.MethodGet, adm.URL+"/v1/events/github/"+d1, testToken)
@@ -331,7 +332,7 @@ func TestProtocolMetricsAPIAndLogs(t *testing.T) {
 
 	t.Run("conflicts say what changed", func(t *testing.T) {
 		r := do(t, http.MethodGet, adm.URL+"/v1/conflicts?sender=github", testToken)
-		var cs []dedupe.ConflictJSON
+		var cs []view.ConflictJSON
 		if err := json.Unmarshal(r.body, &cs); err != nil || len(cs) != 1 {
 			t.Fatalf("%d %s", r.status, r.body)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 )
 
 // The inspection page: server-rendered, read-only, no JavaScript.
@@ -344,7 +345,7 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 
 type eventPage struct {
 	Title  string
-	Record dedupe.RecordJSON
+	Record view.RecordJSON
 	Age    string
 	// Headers are the stored response headers, sorted by name.
 	Headers [][2]string
@@ -365,7 +366,7 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 		h.uiStoreError(w, "get", err)
 		return
 	}
-	p := eventPage{Title: sender + " / " + key, Record: rec.JSON(), Age: Age(h.o.Now(), rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(h.o.Now()),
+	p := eventPage{Title: sender + " / " + key, Record: view.Record(rec), Age: Age(h.o.Now(), rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(h.o.Now()),
 		CSRF: h.csrfToken(r), Note: r.URL.Query().Get("note"), CanRedeliver: h.o.Redeliver != nil}
 	if rec.Response != nil {
 		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {
@@ -391,7 +392,7 @@ type conflictsPage struct {
 }
 
 type conflictRow struct {
-	dedupe.ConflictJSON
+	view.ConflictJSON
 	Age string
 }
 
@@ -413,7 +414,7 @@ func (h *Handler) uiConflicts(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.o.Now()
 	for _, c := range cs {
-		p.Rows = append(p.Rows, conflictRow{ConflictJSON: c.JSON(), Age: Age(now, c.ReceivedAt)})
+		p.Rows = append(p.Rows, conflictRow{ConflictJSON: view.Conflict(c), Age: Age(now, c.ReceivedAt)})
 	}
 	h.render(w, http.StatusOK, "conflicts.html", p)
 }
@@ -462,7 +463,7 @@ func eventURL(sender, key string) string {
 }
 
 func shortHash(h string) string {
-	if short := dedupe.ShortHash(h); short != h {
+	if short := view.ShortHash(h); short != h {
 		return short + "…"
 	}
 	return h

@@ -35,8 +35,8 @@ func ChangedBody(aMethod string, aHeader http.Header, aBody []byte, bMethod stri
 		return "", nil
 	}
 	va, vb := map[string]string{}, map[string]string{}
-	fa.each("", func(name, val string) { va[name] = val })
-	fb.each("", func(name, val string) { vb[name] = val })
+	fa.Each("", func(name, val string) { va[name] = val })
+	fb.Each("", func(name, val string) { vb[name] = val })
 	for name, x := range va {
 		if y, ok := vb[name]; !ok || x != y {
 			changed = append(changed, name)

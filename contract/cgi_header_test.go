@@ -107,8 +107,8 @@ func TestCGIHeaderJudgedAsPHPReads(t *testing.T) {
 	}
 }
 
-// The request is not changed for the forward: a header no one reads
-// reaches the site as it was sent.
+// CGIHeader leaves the header it is given as it was and returns the
+// merged one (Inspect forwards that: TestInspectForwardsTheJudgedHeaderNames).
 func TestCGIHeaderLeavesTheRequest(t *testing.T) {
 	h := http.Header{"X_custom": {"a"}, "X-Custom": {"b"}, "Accept": {"*/*"}}
 	j := contract.CGIHeader(h)

@@ -75,10 +75,11 @@ func envName(h string) string {
 // CGI merges are merged into one header with all their values: a key or
 // signature part sent under two spellings is a header sent more than
 // once (absent, as any repeated header is), and one sent only as
-// X_Event_Id is read where the site reads it. The forward is not
-// changed: a request judged absent for a merged header is refused or
-// passed as such before the site could read either spelling. h is
-// returned as it is when no name has a "_", the common case.
+// X_Event_Id is read where the site reads it. Inspect forwards the
+// result, so the site gets every header under the name it was judged by
+// (nginx drops names with "_" unless underscores_in_headers is on; a
+// "-" name reaches PHP on every server). h is returned as it is when no
+// name has a "_", the common case.
 func CGIHeader(h http.Header) http.Header {
 	var names []string
 	for k := range h {

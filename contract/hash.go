@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/hookonce/hookonce/contract/internal/php"
 )
 
 // RequestHash is the payload hash of a delivery as the site reads it. It
@@ -55,9 +57,9 @@ func (s *Sender) keyReadsQuery() bool {
 
 // canonicalQuery is the query as PHP holds it, independent of the order
 // and spelling of its fields: name=value pairs by PHP name, escaped, sorted.
-func canonicalQuery(v *phpVar) string {
+func canonicalQuery(v *php.Var) string {
 	var pairs []string
-	v.each("", func(name, val string) {
+	v.Each("", func(name, val string) {
 		pairs = append(pairs, url.QueryEscape(name)+"="+url.QueryEscape(val))
 	})
 	sort.Strings(pairs)

@@ -63,9 +63,15 @@ func (in Inspection) Unkeyed() error {
 
 // Inspect judges a request on route rt whose body has been read whole.
 // It first removes from r.Header the headers the forward to the site will
-// not carry (StripHopByHop), so what it judges is what the site gets.
+// not carry (StripHopByHop), and renames the spellings of a header that
+// CGI merges to the one name it was judged under (CGIHeader), so what it
+// judges is what the site gets: an X_Event_Id judged as X-Event-Id goes to
+// the site as X-Event-Id, which every server passes to PHP, where nginx
+// (underscores_in_headers off, its default) would drop X_Event_Id and the
+// site would read no id at all.
 func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte, now time.Time) Inspection {
 	StripHopByHop(r.Header)
+	r.Header = CGIHeader(r.Header)
 	in := Inspection{Request: NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))}
 	if in.BodyErr = in.Request.Unreadable(); in.BodyErr != nil {
 		return in

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/hookonce/hookonce/contract/internal/php/phptest"
 )
 
 // oldCanonicalJSON is CanonicalJSON as it was before it walked the
@@ -121,7 +123,7 @@ func TestJSONEdgesMatchPHP(t *testing.T) {
 		{`{"id":"\u0000x"}`, []string{"id"}, "id"},
 	}
 	var want []*string
-	runPHP(t, phpJSONPathScript, cases, &want)
+	phptest.Run(t, phpJSONPathScript, cases, &want)
 	for i, c := range cases {
 		req := &Request{Body: []byte(c.Body)}
 		got, ok, err := req.Value(FromBody, c.hook)

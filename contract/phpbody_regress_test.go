@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hookonce/hookonce/contract/internal/php"
 )
 
 // One regression test per hole found by comparing hookonce with PHP 8.2 by
@@ -153,7 +155,7 @@ func TestBodyRegressions(t *testing.T) {
 			}
 			var got any = map[string]any{}
 			if f, err := req.Form(); err == nil {
-				got = toPlain(f)
+				got = php.Plain(f)
 			} else if !errors.Is(err, errNotForm) {
 				t.Fatal(err)
 			}
@@ -161,7 +163,7 @@ func TestBodyRegressions(t *testing.T) {
 				t.Fatalf("$_POST:\n got %.300v\nwant %.300v", got, c.post)
 			}
 			if c.get != nil {
-				if got := toPlain(req.queryVars()); !reflect.DeepEqual(got, any(c.get)) {
+				if got := php.Plain(req.queryVars()); !reflect.DeepEqual(got, any(c.get)) {
 					t.Fatalf("$_GET:\n got %.300v\nwant %.300v", got, c.get)
 				}
 			}
@@ -176,13 +178,13 @@ func TestBodyRegressionsMatchPHPCGI(t *testing.T) {
 	for i, c := range cases {
 		reqs[i] = c.req
 	}
-	php := runPHPCGI(t, reqs)
+	fromPHP := runPHPCGI(t, reqs)
 	for i, c := range cases {
-		if c.post != nil && !reflect.DeepEqual(php[i].Post, any(c.post)) {
-			t.Errorf("%s: php-cgi $_POST %.300v, want %.300v", c.name, php[i].Post, c.post)
+		if c.post != nil && !reflect.DeepEqual(fromPHP[i].Post, any(c.post)) {
+			t.Errorf("%s: php-cgi $_POST %.300v, want %.300v", c.name, fromPHP[i].Post, c.post)
 		}
-		if c.get != nil && !reflect.DeepEqual(php[i].Get, any(c.get)) {
-			t.Errorf("%s: php-cgi $_GET %.300v, want %.300v", c.name, php[i].Get, c.get)
+		if c.get != nil && !reflect.DeepEqual(fromPHP[i].Get, any(c.get)) {
+			t.Errorf("%s: php-cgi $_GET %.300v, want %.300v", c.name, fromPHP[i].Get, c.get)
 		}
 	}
 }

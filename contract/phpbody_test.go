@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hookonce/hookonce/contract/internal/php"
+	"github.com/hookonce/hookonce/contract/internal/php/phptest"
 	"github.com/hookonce/hookonce/internal/testenv"
 )
 
@@ -170,10 +172,10 @@ func (r phpCGIRequest) request() *Request {
 
 // compareWithPHP checks one request against php-cgi's answer; refused is
 // true when Unreadable refused the body (the query is still compared).
-func compareWithPHP(r phpCGIRequest, php phpCGIResult) (refused bool, diffs []string) {
+func compareWithPHP(r phpCGIRequest, ref phpCGIResult) (refused bool, diffs []string) {
 	req := r.request()
-	if got := toPlain(req.queryVars()); !reflect.DeepEqual(got, php.Get) {
-		diffs = append(diffs, fmt.Sprintf("$_GET: got %q, php %q", got, php.Get))
+	if got := php.Plain(req.queryVars()); !reflect.DeepEqual(got, ref.Get) {
+		diffs = append(diffs, fmt.Sprintf("$_GET: got %q, php %q", got, ref.Get))
 	}
 	if err := req.Unreadable(); err != nil {
 		if !errors.Is(err, ErrUnreadableBody) {
@@ -188,17 +190,17 @@ func compareWithPHP(r phpCGIRequest, php phpCGIResult) (refused bool, diffs []st
 	f, err := req.Form()
 	switch {
 	case err == nil:
-		gotPost = toPlain(f)
+		gotPost = php.Plain(f)
 	case !errors.Is(err, errNotForm):
 		diffs = append(diffs, fmt.Sprintf("Form: %v but Unreadable is nil", err))
 	}
-	if !reflect.DeepEqual(gotPost, php.Post) {
-		diffs = append(diffs, fmt.Sprintf("$_POST: got %q, php %q", gotPost, php.Post))
+	if !reflect.DeepEqual(gotPost, ref.Post) {
+		diffs = append(diffs, fmt.Sprintf("$_POST: got %q, php %q", gotPost, ref.Post))
 	}
 	for _, c := range []struct {
 		src  Source
 		want any
-	}{{FromForm, php.Post}, {FromQuery, php.Get}, {FromRequest, php.Merged}} {
+	}{{FromForm, ref.Post}, {FromQuery, ref.Get}, {FromRequest, ref.Merged}} {
 		want := map[string]string{}
 		flattenPHP(c.want, "", want)
 		got, err := req.Fields(c.src)
@@ -367,7 +369,7 @@ func genBodyRequest(r *rand.Rand) phpCGIRequest {
 		req.Method = []string{"post", "PUT", "PATCH", "GET"}[r.IntN(4)]
 	}
 	if r.IntN(3) == 0 {
-		req.Query = genQuery(r)
+		req.Query = phptest.GenQuery(r)
 		if r.IntN(10) == 0 {
 			req.Query = "&&" + strings.Repeat("q=1&&", 1005)
 		}
@@ -398,10 +400,10 @@ func TestBodiesMatchPHPCGI(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = genBodyRequest(r)
 	}
-	php := runPHPCGI(t, reqs)
+	fromPHP := runPHPCGI(t, reqs)
 	refused, failed := 0, 0
 	for i, req := range reqs {
-		ref, diffs := compareWithPHP(req, php[i])
+		ref, diffs := compareWithPHP(req, fromPHP[i])
 		if ref {
 			refused++
 		}

@@ -6,15 +6,15 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/hookonce/hookonce/contract/internal/php"
 	"github.com/tidwall/gjson"
 )
 
 // Request is one delivery as the site behind hookonce will read it: the
 // path it will run, its headers, and its query, form and JSON values read
-// with PHP's rules (see phpvars.go). Keys, match conditions, signatures and
+// with PHP's rules (package contract/internal/php). Keys, match conditions, signatures and
 // success templates all read values through it, so they agree with each
 // other and with the site. Parsed parts are built on first use; a Request
 // is used by one goroutine.
@@ -28,8 +28,8 @@ type Request struct {
 	// proxy forwarded (see Contract.ClientAddr). Invalid when unknown.
 	Client netip.Addr
 
-	query, form *phpVar
-	request     *phpVar  // query overlaid with form (FromRequest)
+	query, form *php.Var
+	request     *php.Var // query overlaid with form (FromRequest)
 	ambiguous   []string // top-level names $_REQUEST and $request->get() read differently
 	formErr     error
 	canon       []byte // the body canonicalised, for paths that need gjson syntax
@@ -84,20 +84,20 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		// last: no one reading is safe.
 		return "", false, errors.New("header sent more than once")
 	case FromQuery:
-		v, ok = q.queryVars().lookup(name)
+		v, ok = q.queryVars().Lookup(name)
 		return v, ok, nil
 	case FromForm:
 		f, err := q.Form()
 		if err != nil {
 			return "", false, err
 		}
-		v, ok = f.lookup(name)
+		v, ok = f.Lookup(name)
 		return v, ok, nil
 	case FromRequest:
 		if q.requestAmbiguous(name) {
 			return "", false, errAmbiguousRequest
 		}
-		v, ok = q.requestVars().lookup(name)
+		v, ok = q.requestVars().Lookup(name)
 		return v, ok, nil
 	case FromBody:
 		res, err := q.bodyPath(name)
@@ -108,7 +108,7 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		case gjson.String:
 			return res.Str, true, nil
 		case gjson.Number:
-			v, ok := phpNumber(res.Raw)
+			v, ok := php.Number(res.Raw)
 			if !ok {
 				return "", false, errors.New("not a number PHP can read")
 			}
@@ -158,11 +158,11 @@ func formKind(ct string) string {
 // parse the body as a form ($_POST: method exactly POST, a form content
 // type by PHP's rule) but hookonce cannot read it exactly as PHP would: a
 // Content-Type sent more than once, a body over post_max_size, or a
-// multipart shape that is not modelled (see multipart.go). It is nil for
+// multipart shape that is not modelled (see contract/internal/php/multipart.go). It is nil for
 // every other request, and costs no parsing when the body is not a form.
 func (q *Request) Unreadable() error {
-	if strings.IndexByte(q.RawQuery, '[') >= 0 && q.queryVars().over {
-		return unreadable(fmt.Sprintf("a query that builds more than %d arrays", maxFormArrays))
+	if strings.IndexByte(q.RawQuery, '[') >= 0 && q.queryVars().Over() {
+		return unreadable(fmt.Sprintf("a query that builds more than %d arrays", php.MaxFormArrays))
 	}
 	// Form reads the Content-Type once and answers errNotForm, or an
 	// empty $_POST for a method other than POST, without parsing.
@@ -174,10 +174,10 @@ func (q *Request) Unreadable() error {
 
 // Form returns the body's form fields as PHP 8.2's $_POST holds them: empty
 // unless the method is exactly POST, read with PHP's urlencoded or
-// multipart rules (phpvars.go, multipart.go). The error is errNotForm when
+// multipart rules (contract/internal/php). The error is errNotForm when
 // PHP would not parse the body as a form, and wraps ErrUnreadableBody when
 // hookonce cannot read it as PHP would.
-func (q *Request) Form() (*phpVar, error) {
+func (q *Request) Form() (*php.Var, error) {
 	if q.form != nil || q.formErr != nil {
 		return q.form, q.formErr
 	}
@@ -185,7 +185,7 @@ func (q *Request) Form() (*phpVar, error) {
 	return q.form, q.formErr
 }
 
-func (q *Request) readForm() (*phpVar, error) {
+func (q *Request) readForm() (*php.Var, error) {
 	cts := q.Header.Values("Content-Type")
 	if len(cts) == 0 {
 		return nil, errNotForm
@@ -198,7 +198,7 @@ func (q *Request) readForm() (*phpVar, error) {
 		return nil, errNotForm
 	}
 	if q.Method != http.MethodPost {
-		return newPHPArray(), nil // PHP 8.2 fills $_POST for POST only
+		return php.NewArray(), nil // PHP 8.2 fills $_POST for POST only
 	}
 	if len(cts) > 1 {
 		// Servers keep the first, the last or join them: no one reading
@@ -209,17 +209,17 @@ func (q *Request) readForm() (*phpVar, error) {
 	if len(q.Body) > maxPostSize {
 		return nil, unreadable("body over post_max_size")
 	}
-	var f *phpVar
+	var f *php.Var
 	if kind == "application/x-www-form-urlencoded" {
-		f = parsePHPPost(string(q.Body))
+		f = php.ParsePost(string(q.Body))
 	} else {
 		var bad string
-		if f, bad = parseMultipartPHP(q.Body, cts[0]); bad != "" {
+		if f, bad = php.ParseMultipart(q.Body, cts[0]); bad != "" {
 			return nil, unreadable(bad)
 		}
 	}
-	if f.over {
-		return nil, unreadable(fmt.Sprintf("a form that builds more than %d arrays", maxFormArrays))
+	if f.Over() {
+		return nil, unreadable(fmt.Sprintf("a form that builds more than %d arrays", php.MaxFormArrays))
 	}
 	return f, nil
 }
@@ -230,7 +230,7 @@ func (q *Request) readForm() (*phpVar, error) {
 // prints them (numbers as (string) casts them, true and false as "true" and
 // "false"); null, objects and arrays are left out.
 func (q *Request) Fields(src Source) (map[string]string, error) {
-	var root *phpVar
+	var root *php.Var
 	switch src {
 	case FromQuery:
 		root = q.queryVars()
@@ -251,43 +251,55 @@ func (q *Request) Fields(src Source) (map[string]string, error) {
 		return nil, fmt.Errorf("fields of %s are not supported", src)
 	}
 	out := map[string]string{}
-	root.each("", func(name, val string) { out[name] = val })
+	root.Each("", func(name, val string) { out[name] = val })
 	return out, nil
 }
 
-func (q *Request) queryVars() *phpVar {
+func (q *Request) queryVars() *php.Var {
 	if q.query == nil {
-		q.query = parsePHPVars(q.RawQuery)
+		q.query = php.ParseQuery(q.RawQuery)
 	}
 	return q.query
 }
 
 // requestVars is the query overlaid with the form, as PHP's array_merge
-// of $_GET and $_POST: a top-level form name replaces the query's whole
-// entry of that name. A body that is not a form adds nothing.
-func (q *Request) requestVars() *phpVar {
+// of $_GET and $_POST (php.Overlay). A body that is not a form adds
+// nothing.
+func (q *Request) requestVars() *php.Var {
 	if q.request != nil {
 		return q.request
 	}
-	merged := newPHPArray()
-	for k, v := range q.queryVars().arr {
-		merged.arr[k] = v
-		if isPHPInt(k) {
-			q.ambiguous = append(q.ambiguous, k)
-		}
-	}
+	var form *php.Var
 	if f, err := q.Form(); err == nil {
-		for k, v := range f.arr {
-			if old := merged.arr[k]; old != nil && old.arr != nil && v.arr != nil {
-				q.ambiguous = append(q.ambiguous, k)
-			} else if isPHPInt(k) {
-				q.ambiguous = append(q.ambiguous, k)
-			}
-			merged.arr[k] = v
-		}
+		form = f
 	}
+	merged, ambiguous := php.Overlay(q.queryVars(), form)
+	q.ambiguous = append(q.ambiguous, ambiguous...)
+	// PHP without request_order (its built-in default, variables_order
+	// EGPCS) puts cookies in $_REQUEST too, over the query and the form:
+	// a name a cookie holds is not one reading there (#33).
+	q.ambiguous = append(q.ambiguous, cookieNames(q.Header)...)
 	q.request = merged
 	return merged
+}
+
+// cookieNames are the top-level PHP names of the request's cookies, as
+// PHP registers them ("; "-separated, leading blanks dropped, "." and
+// " " mangled to "_"), both as sent and url-decoded (PHP 7.4.11 and later
+// do not decode cookie names; older ones do).
+func cookieNames(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Cookie") {
+		for pair := range strings.SplitSeq(v, ";") {
+			name, _, _ := strings.Cut(strings.TrimLeft(pair, " \t\r\n\v\f"), "=")
+			for _, n := range []string{name, php.URLDecode(name)} {
+				if p := php.Name(n); len(p) > 0 && p[0] != "" {
+					out = append(out, p[0])
+				}
+			}
+		}
+	}
+	return out
 }
 
 // errAmbiguousRequest: $_REQUEST and Bitrix's $request->get() read this
@@ -296,7 +308,7 @@ func (q *Request) requestVars() *phpVar {
 // array_merge (Bitrix) takes the form's whole array; and array_merge
 // renumbers integer names. Only names under such a top-level name are
 // refused.
-var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number): $_REQUEST and $request->get() differ")
+var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ")
 
 // requestAmbiguous reports whether the top-level name of a FromRequest
 // name is read differently by $_REQUEST and $request->get().
@@ -305,13 +317,8 @@ func (q *Request) requestAmbiguous(name string) bool {
 	if len(q.ambiguous) == 0 {
 		return false
 	}
-	path := phpName(name)
+	path := php.Name(name)
 	return len(path) > 0 && slices.Contains(q.ambiguous, path[0])
-}
-
-func isPHPInt(k string) bool {
-	n, err := strconv.ParseInt(k, 10, 64)
-	return err == nil && strconv.FormatInt(n, 10) == k
 }
 
 func (q *Request) bodyFields() (map[string]string, error) {
@@ -333,7 +340,7 @@ func (q *Request) bodyFields() (map[string]string, error) {
 		case gjson.False:
 			out[k.Str] = "false"
 		case gjson.Number:
-			n, ok := phpNumber(v.Raw)
+			n, ok := php.Number(v.Raw)
 			if !ok {
 				bad = errors.New("a number PHP cannot read")
 				return false

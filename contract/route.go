@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/hookonce/hookonce/contract/internal/php"
 	"github.com/tidwall/gjson"
 )
 
@@ -23,8 +24,12 @@ var ErrBadPath = errors.New("malformed request path")
 // from one a sender owns only in case, trailing dots or spaces, or
 // "::$DATA", and is not that sender's already: a site on a
 // case-insensitive or Windows file system runs the sender's script for
-// it, so it is neither judged by other rules nor passed through.
-var ErrLookalikePath = errors.New("request path looks like a sender's path (case, trailing dots or spaces)")
+// it, so it is neither judged by other rules nor passed through. So is a
+// path that is a sender's script without its extension, alone or with
+// more after it ("/hooks/pay", "/hooks/pay/x" for /hooks/pay.php;
+// "/webhooks/payment/index" for a directory's index.php): Apache's
+// MultiViews runs the script for it, PATH_INFO and all (#33).
+var ErrLookalikePath = errors.New("request path looks like a sender's path (case, trailing dots or spaces, or its script without the extension)")
 
 // NormalizePath returns the path a site behind nginx or Apache will run for
 // an escaped request path: every %XX decoded (nginx decodes %2F too),
@@ -46,16 +51,31 @@ func normalize(escaped string) (string, error) {
 		return "", ErrBadPath
 	}
 	segs := make([]string, 0, strings.Count(p, "/")+1)
-	for seg := range strings.SplitSeq(p, "/") {
+	// kept is the path as a server that does not merge slashes resolves
+	// it (nginx merge_slashes off, Apache): "/a/b//../x" is "/a/b/x"
+	// there, "/a/x" here. When a ".." pops an empty segment the two
+	// differ, and no one reading is the site's: refused (#33).
+	unmerged := make([]string, 0, cap(segs))
+	for i, seg := range strings.Split(p, "/") {
 		switch seg {
 		case "", ".":
+			if seg == "" && i > 0 {
+				unmerged = append(unmerged, "")
+			}
 		case "..":
 			if len(segs) == 0 {
 				return "", ErrBadPath
 			}
 			segs = segs[:len(segs)-1]
+			if len(unmerged) > 0 {
+				if unmerged[len(unmerged)-1] == "" {
+					return "", ErrBadPath
+				}
+				unmerged = unmerged[:len(unmerged)-1]
+			}
 		default:
 			segs = append(segs, seg)
+			unmerged = append(unmerged, seg)
 		}
 	}
 	return "/" + strings.Join(segs, "/"), nil
@@ -262,6 +282,7 @@ type router struct {
 	prefixLens []int               // distinct prefix lengths, longest first
 	routes     []*Route            // in file order of their first sender
 	claimed    map[string][]*Route // alias → every route that claims it, for warnings
+	stems      map[string]*Route   // a route's script without its extension (MultiViews)
 	// fold holds every key above folded (see foldPath), to refuse the
 	// look-alikes of owned paths; foldSame: every key is its own fold.
 	fold     *router
@@ -288,7 +309,7 @@ func newRouter(site Site) *router {
 }
 
 func newPlainRouter(site Site) *router {
-	return &router{site: site, exact: map[string]*Route{}, alias: map[string]alias{}, claimed: map[string][]*Route{}, prefix: map[string]*Route{}}
+	return &router{site: site, exact: map[string]*Route{}, alias: map[string]alias{}, claimed: map[string][]*Route{}, prefix: map[string]*Route{}, stems: map[string]*Route{}}
 }
 
 func (rt *router) add(s *Sender) *Route {
@@ -326,6 +347,21 @@ func (rt *router) addKey(key string, isPrefix bool, r *Route) {
 		return
 	}
 	rt.exact[key] = r
+	// What Apache's MultiViews runs the script for: the path without
+	// the script's extension (a directory's index script's too).
+	stem := func(script string) {
+		last := script[strings.LastIndexByte(script, '/')+1:]
+		if dot := strings.LastIndexByte(last, '.'); dot > 0 {
+			rt.stems[script[:len(script)-len(last)+dot]] = r
+		}
+	}
+	if scriptLike(key) {
+		stem(key)
+	} else {
+		for _, name := range rt.site.Index {
+			stem(strings.TrimSuffix(key, "/") + "/" + name)
+		}
+	}
 	put := func(k string, via int, pathInfo bool) {
 		if k == key || k == "" {
 			return
@@ -419,6 +455,13 @@ func (rt *router) find(path string) *Route {
 // system (Windows, macOS) or one that drops trailing dots and spaces
 // (Windows) may run that route's script for it.
 func (rt *router) lookalike(path string, found *Route) bool {
+	// A script without its extension, unless a sender names the path
+	// itself.
+	for p := path; p != "" && rt.exact[path] == nil; p = p[:strings.LastIndexByte(p, '/')] {
+		if r := rt.stems[p]; r != nil && r != found {
+			return true
+		}
+	}
 	f := foldPath(path)
 	if f == path && rt.foldSame {
 		return false // the fold router answers as find did
@@ -787,12 +830,12 @@ func contentTypeWord(ct string) string {
 	return strings.TrimSpace(ct)
 }
 
-func topNames(v *phpVar) []string {
-	if v == nil || v.arr == nil {
+func topNames(v *php.Var) []string {
+	if v == nil {
 		return nil
 	}
-	names := make([]string, 0, min(len(v.arr), 4*maxShapeNames))
-	for k := range v.arr {
+	names := make([]string, 0, 4*maxShapeNames)
+	for k := range v.Names() {
 		if names = append(names, k); len(names) > 4*maxShapeNames {
 			break
 		}

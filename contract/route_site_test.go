@@ -67,7 +67,7 @@ senders:
 		"/webhooks/payment/other.php":           "prefix", // another script: the prefix's
 		"/webhooks/payment/status":              "prefix",
 		"/webhooks/payment.php":                 "prefix", // no extensions: another file
-		"/webhooks/payment/index":               "prefix",
+		"/webhooks/payment/index":               "400",    // MultiViews runs dir's index.php for it
 		"/x/index.php":                          "idx",
 		"/x":                                    "idx",
 		"/x/":                                   "idx",
@@ -123,7 +123,7 @@ senders:
 		"/pay/cb.php":                    "cb",
 		"/pay/cb":                        "cb",
 		"/pay/cb/":                       "cb",
-		"/pay/cb/x":                      "", // try_files $uri $uri.php tries /pay/cb/x.php
+		"/pay/cb/x":                      "400", // try_files tries /pay/cb/x.php; MultiViews runs cb.php, PATH_INFO /x
 		"/pay/cb.php/x":                  "cb",
 		"/webhooks/payment/index":        "pay",
 		"/webhooks/payment.php/x":        "pay",

@@ -54,14 +54,6 @@ func ParseState(s string) (st State, unretried bool, err error) {
 	return "", false, errors.New("want processing, done, unknown, released or unretried")
 }
 
-// ShortHash is a payload hash's first 12 hex digits, for tables.
-func ShortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
-}
-
 // MaxAttempts bounds the attempts a record keeps: the oldest go first.
 const MaxAttempts = 20
 
@@ -116,8 +108,9 @@ var (
 	// time. Nothing is known to have been written.
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrNotConfirmed: the write was applied where the store took it (a
-	// Redis primary) but the replicas the store was told to wait for did
-	// not confirm it in time, so a failover may lose it. Backends wrap it
+	// Redis primary; a PostgreSQL primary whose wait for its synchronous
+	// standby was cancelled) but the replicas it waits for did not confirm
+	// it, so a failover may lose it. Backends wrap it
 	// together with ErrUnavailable, so a caller that knows only
 	// ErrUnavailable treats it as a store error; a caller that must not
 	// take the write as stored (by re-reading it, say) checks for it.
@@ -627,6 +620,21 @@ type ObjectLocker interface {
 // No configured sender can have this name (sender names may not contain
 // ':').
 func ObjectSender(scope string) string { return "hookonce:object:" + scope }
+
+// ConfirmedReader is implemented by stores whose reads may see a write
+// that is not durable yet: PostgreSQL under synchronous replication, where
+// a commit whose wait for the standby was cancelled (its caller's timeout)
+// stays on the primary alone, visible to every read there, and is gone
+// after a failover. GetConfirmed is Get, answered only once the store has
+// made sure that everything the read saw is as durable as an acknowledged
+// commit (a write of its own, ordered after it, acknowledged). When it
+// cannot (that write timed out or was cancelled too) it answers an error
+// wrapping ErrUnavailable, and what the caller wanted to know is unknown.
+// The proxy reads with it, where there is one, to tell whether a
+// completion whose reply was lost was stored (ARCHITECTURE trap 35).
+type ConfirmedReader interface {
+	GetConfirmed(ctx context.Context, sender, key string) (Record, error)
+}
 
 // Notifier is implemented by stores that can announce changes of a key, so
 // that deliveries waiting on a processing claim wake at once instead of on

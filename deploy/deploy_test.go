@@ -103,7 +103,7 @@ func TestShippedConfigsAreValid(t *testing.T) {
 		{"kubernetes/configmap.yaml#hookonce.yaml", configMapConfig,
 			[]string{"stripe=/bitrix/tools/stripe.php", "payments=/webhooks/payment"}},
 		// The packages' /etc/hookonce/hookonce.yaml: the README's quick
-		// start (docs_test.go keeps the three one file).
+		// start (tests/docs_test.go keeps the three one file).
 		{"packages/hookonce.yaml", func(t *testing.T) []byte { return readFile(t, "packages/hookonce.yaml") },
 			[]string{"robokassa=" + bitrixDispatcher, "tbank=" + bitrixDispatcher}},
 	}

@@ -21,6 +21,7 @@ type oracleCase struct {
 	headers [][2]string // in order; Host, Connection: close and the id are added
 	conn    []string    // names added to the Connection header
 	body    string
+	chunks  int    // > 0: the body is sent chunked (Transfer-Encoding), in about that many chunks
 	what    string // what the generator chose, for the report
 }
 
@@ -46,7 +47,12 @@ var (
 		"/api/webhooks/sub/index.php", "/api/webhooks",
 		"/index.php", "/", "/hooks/other.php", "/hooks/", "/webhooks/", "/webhooks/payment.php",
 		"/webhooks/payment/x", "/bitrix/tools/", "/api/x.php", "/catalog/item",
+		// what Apache's MultiViews turns into a script
+		"/hooks/pay", "/bitrix/tools/sale_ps_result", "/webhooks/payment/index",
 	}
+	// oracleKeyHeaders are the headers keys and signatures read: compared
+	// by the name PHP reads them under.
+	oracleKeyHeaders = []string{"X-Event-Id", "X-Signature"}
 )
 
 // oracleConfig runs every sender in shadow mode, with unmatched: pass, so
@@ -271,6 +277,24 @@ var oracleAddrHeaders = []string{
 	"True-Client-IP", "CF-Connecting-IP", "X-Client-IP",
 }
 
+// spellHeader spells a header name as a sender, a proxy or an attacker
+// may: case, "_" for "-", mixed.
+func (g gen) spellHeader(h string) string {
+	switch g.r.IntN(6) {
+	case 0:
+		return strings.ToLower(h)
+	case 1:
+		return strings.ToUpper(h)
+	case 2:
+		return strings.ReplaceAll(h, "-", "_")
+	case 3:
+		return strings.ToLower(strings.ReplaceAll(h, "-", "_"))
+	case 4:
+		return strings.Replace(h, "-", "_", 1)
+	}
+	return h
+}
+
 // next generates case i.
 func (g gen) next(i int) oracleCase {
 	c := oracleCase{id: fmt.Sprintf("o%d", i), from: g.pick("127.0.0.1", "127.0.0.3")}
@@ -313,6 +337,32 @@ func (g gen) next(i int) oracleCase {
 	}
 	for range g.r.IntN(3) {
 		c.headers = append(c.headers, [2]string{"X-Event-Id", "e" + fmt.Sprint(g.r.IntN(9))})
+	}
+	if g.chance(0.35) {
+		var w []string
+		for range 1 + g.r.IntN(3) {
+			name := g.spellHeader(g.pick(oracleKeyHeaders...))
+			val := g.pick("e", "s") + fmt.Sprint(g.r.IntN(9))
+			if g.chance(0.08) { // obs-fold: a continuation line
+				val += "\r\n " + g.pick("x", "e7", "")
+				w = append(w, "obs-fold")
+			}
+			c.headers = append(c.headers, [2]string{name, val})
+			w = append(w, name)
+		}
+		what = append(what, "headers "+strings.Join(w, ","))
+	}
+	if g.chance(0.1) {
+		var ck []string
+		for range 1 + g.r.IntN(2) {
+			ck = append(ck, g.pick("InvId", "SHP_HANDLER", "id", "data[FIELDS][ID]", "sess", "Inv.Id")+"="+g.value())
+		}
+		c.headers = append(c.headers, [2]string{"Cookie", strings.Join(ck, "; ")})
+		what = append(what, "cookie")
+	}
+	if c.body != "" && g.chance(0.15) {
+		c.chunks = 1 + g.r.IntN(3)
+		what = append(what, "chunked")
 	}
 	if g.chance(0.3) {
 		for range 1 + g.r.IntN(3) {

@@ -1,7 +1,7 @@
 package deploy_test
 
 // The README's quick start, run: its config block as it stands in
-// README.md (docs_test.go keeps it hookonce.example.yaml and the packages'
+// README.md (tests/docs_test.go keeps it hookonce.example.yaml and the packages'
 // config), the shipped nginx front (deploy/nginx/hookonce.conf, its own
 // webhook location) and site server, real php-fpm and a Bitrix-like
 // sale_ps_result.php that picks the handler by content as Bitrix does. One

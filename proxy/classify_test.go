@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // How a forward ended, as classify reads it: a request of which any byte
@@ -26,18 +28,19 @@ func TestClassify(t *testing.T) {
 		ctx, abort   context.Context
 		err          error
 		wroteHeaders bool // http.Transport's WroteHeaders
-		want         outcome
+		want         ending
 	}{
 		{"answer", live, live, nil, false, answered},
 		{"oneShot: dial refused", live, live, refused, false, unreachable},
 		{"oneShot: dial timeout", expired, live, fmt.Errorf("%w (%w)", context.DeadlineExceeded, &net.OpError{Op: "dial", Err: errors.New("i/o timeout")}), false, unreachable},
-		{"oneShot: reset before the first byte", live, live, &sendError{written: 0, err: reset}, false, unreachable},
-		{"oneShot: reset after the headers, no answer", live, live, &sendError{written: 300, err: reset}, false, broken},
-		{"oneShot: reset after the whole request", live, live, &sendError{written: 1 << 20, err: reset}, false, broken},
-		{"oneShot: deadline before the first byte", expired, live, &sendError{written: 0, err: deadline}, false, unreachable},
-		{"oneShot: deadline after the headers", expired, live, &sendError{written: 300, err: deadline}, false, timedOut},
-		{"oneShot: shutdown before the first byte", live, shutdown, &sendError{written: 0, err: context.Canceled}, false, aborted},
-		{"oneShot: shutdown after the headers", live, shutdown, &sendError{written: 300, err: context.Canceled}, false, abortedAtSite},
+		{"oneShot: reset before the first byte", live, live, &oneshot.SendError{Written: 0, Err: reset}, false, unreachable},
+		{"oneShot: nothing written, whatever the trace said", live, live, &oneshot.SendError{Written: 0, Err: reset}, true, unreachable},
+		{"oneShot: reset after the headers, no answer", live, live, &oneshot.SendError{Written: 300, Err: reset}, false, broken},
+		{"oneShot: reset after the whole request", live, live, &oneshot.SendError{Written: 1 << 20, Err: reset}, false, broken},
+		{"oneShot: deadline before the first byte", expired, live, &oneshot.SendError{Written: 0, Err: deadline}, false, unreachable},
+		{"oneShot: deadline after the headers", expired, live, &oneshot.SendError{Written: 300, Err: deadline}, false, timedOut},
+		{"oneShot: shutdown before the first byte", live, shutdown, &oneshot.SendError{Written: 0, Err: context.Canceled}, false, aborted},
+		{"oneShot: shutdown after the headers", live, shutdown, &oneshot.SendError{Written: 300, Err: context.Canceled}, false, abortedAtSite},
 		{"transport: dial refused", live, live, refused, false, unreachable},
 		{"transport: TLS handshake failed", live, live, errors.New("remote error: tls: handshake failure"), false, unreachable},
 		{"transport: write reset after the headers", live, live, reset, true, broken},

@@ -100,7 +100,7 @@ type forwardDecision struct {
 // the transport's classification, status the site's status when it
 // answered, succeeded the sender's success rule on the answer (called only
 // for a final status), takeover whether the claim was taken over.
-func decideForward(s *contract.Sender, how outcome, status int, takeover bool, succeeded func() bool) forwardDecision {
+func decideForward(s *contract.Sender, how ending, status int, takeover bool, succeeded func() bool) forwardDecision {
 	switch how {
 	case answered:
 		switch {

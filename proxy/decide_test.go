@@ -52,7 +52,7 @@ func TestDecideForward(t *testing.T) {
 	yes, no := func() bool { return true }, func() bool { return false }
 	for _, tt := range []struct {
 		row, cfg  string
-		how       outcome
+		how       ending
 		status    int
 		takeover  bool
 		succeeded func() bool

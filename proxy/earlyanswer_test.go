@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/internal/tcpsite"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -204,7 +205,7 @@ func TestDialFailureIsUnreachable(t *testing.T) {
 // handle; the connection is closed when handle returns.
 func rawEarlySite(t *testing.T, handle func(c net.Conn, req *http.Request)) string {
 	t.Helper()
-	addr, _ := proxy.RawSite(t, func(c net.Conn, br *bufio.Reader) {
+	addr, _ := tcpsite.Start(t, func(c net.Conn, br *bufio.Reader) {
 		if req, err := http.ReadRequest(br); err == nil {
 			handle(c, req)
 		}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/proxy"
+	"github.com/hookonce/hookonce/internal/tcpsite"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -94,7 +94,7 @@ type keepAliveSite struct {
 func newKeepAliveSite(t *testing.T, after func(c net.Conn, served int) (stop bool)) *keepAliveSite {
 	t.Helper()
 	s := &keepAliveSite{runs: map[string]int{}}
-	s.addr, s.conns = proxy.RawSite(t, func(c net.Conn, br *bufio.Reader) {
+	s.addr, s.conns = tcpsite.Start(t, func(c net.Conn, br *bufio.Reader) {
 		for served := 1; ; served++ {
 			req, err := http.ReadRequest(br)
 			if err != nil {

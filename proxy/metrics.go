@@ -43,7 +43,7 @@ type metrics struct {
 	upstream  *prometheus.HistogramVec
 	store     *prometheus.HistogramVec
 	inflight  prometheus.Gauge
-	lost      *prometheus.CounterVec
+	notStored *prometheus.CounterVec
 	unretried *prometheus.GaugeVec
 	objWait   *prometheus.HistogramVec
 	objBusy   *prometheus.GaugeVec
@@ -78,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_inflight",
 			Help: "Webhook deliveries currently being handled.",
 		}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		notStored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookonce_answers_not_stored_total",
 			Help: "Site answers that could not be stored (store down past the lease, or the claim taken over): a retry runs the handler again.",
 		}, []string{"sender"}),
@@ -105,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.lost, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
+		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
 	}
 	return m
 }

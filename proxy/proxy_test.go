@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -596,5 +597,32 @@ func TestCompleteReplyLostIsNotReportedAsLost(t *testing.T) {
 	}
 	if logs := px.Logs.String(); strings.Contains(logs, "answer not stored") {
 		t.Fatalf("a committed answer was logged as lost:\n%s", logs)
+	}
+}
+
+// A chunked delivery reaches the site with its length: Apache's
+// mod_proxy_fcgi gives php-fpm no CONTENT_LENGTH for a chunked request
+// and PHP reads an empty body, where hookonce judged the one it read
+// (found by the site-variant oracle, #33).
+func TestChunkedDeliveryForwardedWithLength(t *testing.T) {
+	type seen struct {
+		te     []string
+		length int64
+		body   string
+	}
+	got := make(chan seen, 1)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.TransferEncoding, r.ContentLength, string(b)}
+	}))
+	t.Cleanup(site.Close)
+	px := proxytest.Start(t, newStore(t), site.URL, shopConfig)
+	body := `{"id":"ch1"}`
+	resp := rawRequest(t, strings.TrimPrefix(px.URL, "http://"), "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body))
+	resp.Body.Close()
+	s := <-got
+	if len(s.te) != 0 || s.length != int64(len(body)) || s.body != body {
+		t.Fatalf("site got Transfer-Encoding %q, Content-Length %d, body %q; want the body with its length", s.te, s.length, s.body)
 	}
 }

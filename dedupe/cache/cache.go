@@ -137,6 +137,15 @@ func (c *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSu
 	return nil, fmt.Errorf("summary: the wrapped store %T: %w", c.Store, dedupe.ErrNoSummary)
 }
 
+// GetConfirmed implements dedupe.ConfirmedReader: the wrapped store's,
+// or its Get when it has none (never the cache's memory).
+func (c *Store) GetConfirmed(ctx context.Context, sender, key string) (dedupe.Record, error) {
+	if cr, ok := c.Store.(dedupe.ConfirmedReader); ok {
+		return cr.GetConfirmed(ctx, sender, key)
+	}
+	return c.Store.Get(ctx, sender, key)
+}
+
 // Unwrap returns the wrapped store, for callers that need its own
 // interfaces (migrations).
 func (c *Store) Unwrap() dedupe.Store { return c.Store }

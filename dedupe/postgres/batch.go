@@ -212,7 +212,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 	})
 
 	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
+	batch.Queue(s.begin)
 	for _, it := range items {
 		switch it.kind {
 		case itemClaim:
@@ -243,6 +243,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 		// A connection left inside the transaction (an error midway) is
 		// destroyed by Release, not reused.
 		defer conn.Release()
+		warned := warnings(conn.Conn().PgConn())
 		br := conn.SendBatch(ctx, batch)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -277,7 +278,17 @@ func (s *Store) sendClaims(all []*claimItem) {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("claim batch ended with %q", tag.String())
 		}
-		return br.Close()
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if warnings(conn.Conn().PgConn()) > warned {
+			// The server committed, but warned: its wait for
+			// synchronous replication was cancelled, and the batch may
+			// be the primary's alone (trap 35). Ambiguous, as a lost
+			// reply is.
+			return errUnconfirmed
+		}
+		return nil
 	}()
 	var pgErr *pgconn.PgError
 	for i, it := range items {
@@ -293,8 +304,9 @@ func (s *Store) sendClaims(all []*claimItem) {
 			// and a deadlock or lock timeout costs a retry, not an outage.
 			it.err = errSolo
 		default:
-			// No answer (a broken connection, a cancelled batch): the
-			// commit may or may not have happened. Each caller looks
+			// No answer (a broken connection, a cancelled batch), or a
+			// commit not confirmed (errUnconfirmed): the commit may or may
+			// not have happened, or not everywhere. Each caller looks
 			// (ambiguousClaim), as after a claim statement of its own.
 			it.err = err
 		}

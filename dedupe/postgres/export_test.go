@@ -25,7 +25,7 @@ func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimReques
 	items := make([]*claimItem, len(reqs))
 	for i, req := range reqs {
 		items[i] = &claimItem{ctx: ctxs[i], done: make(chan struct{}), args: []any{req.Sender, req.Key,
-			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, []byte(nil)}}
+			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, nil}}
 	}
 	s.enqueue(items...)
 	recs := make([]dedupe.Record, len(reqs))
@@ -51,3 +51,10 @@ func LoopReads(s *Store) int64 { return s.loopReads.Load() }
 var PurgeSQL = purgeSQL
 
 const PurgeObjectsSQL = purgeObjectsSQL
+
+// Exec runs sql as the store runs its statements (read-only opens: in a
+// read-only transaction).
+func Exec(ctx context.Context, s *Store, sql string) error {
+	_, err := s.db.Exec(ctx, sql)
+	return err
+}

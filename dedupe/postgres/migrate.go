@@ -81,7 +81,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	} else if errors.Is(err, dedupe.ErrUnavailable) {
 		return err
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fail("migrate", err)
 	}

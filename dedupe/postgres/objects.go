@@ -83,7 +83,7 @@ DELETE FROM hookonce_objects o USING v WHERE o.scope = v.scope AND o.object = v.
 // unless one batch is all (limited).
 func (s *Store) purgeObjects(ctx context.Context, batch int, limited bool) error {
 	for {
-		tag, err := s.pool.Exec(ctx, purgeObjectsSQL, batch, micros(objectGrace))
+		tag, err := s.db.Exec(ctx, purgeObjectsSQL, batch, micros(objectGrace))
 		if err != nil {
 			return fail("purge objects", err)
 		}

@@ -397,7 +397,7 @@ func TestOpenReadOnly(t *testing.T) {
 		}
 	})
 
-	t.Run("sessions are read-only on the server", func(t *testing.T) {
+	t.Run("transactions are read-only on the server", func(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		mustNew(t, dsn)
 		s, err := postgres.OpenReadOnlyUnwrapped(ctxFor(t, 10*time.Second), dsn+"&default_transaction_read_only=off")
@@ -405,10 +405,22 @@ func TestOpenReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		_, err = s.Pool().Exec(ctxFor(t, 5*time.Second), `DELETE FROM hookonce_records`)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
-			t.Fatalf("a write on a read-only session: %v, want SQLSTATE 25006", err)
+		readOnly := func(what string, err error) {
+			t.Helper()
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
+				t.Fatalf("%s through a read-only store: %v, want SQLSTATE 25006", what, err)
+			}
+		}
+		readOnly("a DELETE", postgres.Exec(ctxFor(t, 5*time.Second), s, `DELETE FROM hookonce_records`))
+		// The batched path (a claim's first try) as well.
+		_, err = s.Claim(ctxFor(t, 5*time.Second), claimReq("k", "h"))
+		readOnly("a claim", err)
+		// The session itself is not read-only: nothing stays on a
+		// connection that a pooler would hand to another client.
+		var mode string
+		if err := s.Pool().QueryRow(ctxFor(t, 5*time.Second), `SHOW default_transaction_read_only`).Scan(&mode); err != nil || mode != "off" {
+			t.Fatalf("default_transaction_read_only of the read-only store's session = %q, %v; want off", mode, err)
 		}
 	})
 }

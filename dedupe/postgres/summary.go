@@ -64,7 +64,7 @@ func (s *Store) Summary(ctx context.Context, since time.Time) ([]dedupe.SenderSu
 			}
 			return rows.Err()
 		})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fail("summary", err)
 	}
 	return m.Sorted(), nil

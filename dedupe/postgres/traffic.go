@@ -42,7 +42,7 @@ func (s *Store) AddTraffic(ctx context.Context, counts []dedupe.TrafficCount) er
 		senders, paths, outcomes, details = append(senders, c.Sender), append(paths, c.Path), append(outcomes, c.Outcome), append(details, c.Detail)
 		statuses, ns, maxes = append(statuses, int32(c.Status)), append(ns, c.N), append(maxes, c.MaxMillis)
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fail("add traffic", err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) Traffic(ctx context.Context, since time.Time) ([]dedupe.TrafficC
 	if !since.IsZero() {
 		from = dedupe.TrafficDay(since)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT day, sender, path, outcome, status, detail, n, max_ms
+	rows, err := s.db.Query(ctx, `SELECT day, sender, path, outcome, status, detail, n, max_ms
 		FROM hookonce_traffic WHERE day >= $1 ORDER BY day, sender, path, outcome, status, detail`, from)
 	if err != nil {
 		return nil, fail("traffic", err)

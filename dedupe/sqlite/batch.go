@@ -193,4 +193,4 @@ func (s *Store) runBatch(batch []*writeReq) {
 }
 
 // notOwner is the answer to a fenced write the owner no longer holds.
-func notOwner(op string) error { return fmt.Errorf("%s: %w", op, dedupe.ErrNotOwner) }
+func notOwner(op string) error { return fmt.Errorf("sqlite %s: %w", op, dedupe.ErrNotOwner) }

@@ -29,4 +29,4 @@ func (s *Store) Checked() (done bool, bad string) {
 }
 
 // SchemaVersion is the user_version a migrated file has.
-const SchemaVersion = schemaVersion
+var SchemaVersion = schemaVersion

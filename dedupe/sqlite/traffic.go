@@ -9,25 +9,10 @@ import (
 )
 
 // Traffic counters (dedupe.TrafficRecorder, dedupe.TrafficReader) live in
-// the traffic table (schemaTraffic): one row per day (Unix seconds of its
+// the traffic table (migrations/0005_traffic.sql): one row per day (Unix seconds of its
 // UTC midnight), sender, path, outcome, status and detail. A batch of
 // counters is one item of the writer's group commit (batch.go): an upsert
 // per counter and the removal of days older than dedupe.TrafficKeep.
-
-// schemaTraffic is the traffic counters' table. A new table: nothing
-// existing is touched.
-const schemaTraffic = `
-CREATE TABLE IF NOT EXISTS traffic (
-	day     INTEGER NOT NULL,
-	sender  TEXT    NOT NULL,
-	path    TEXT    NOT NULL,
-	outcome TEXT    NOT NULL,
-	status  INTEGER NOT NULL,
-	detail  TEXT    NOT NULL,
-	n       INTEGER NOT NULL,
-	max_ms  INTEGER NOT NULL,
-	PRIMARY KEY (day, sender, path, outcome, status, detail)
-) WITHOUT ROWID;`
 
 var (
 	_ dedupe.TrafficRecorder = (*Store)(nil)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -66,7 +66,7 @@ senders:
 		t.Fatalf("conflicts --key: exit %d\n%s", code, out)
 	}
 	out, _, _ = hookonce(t, "conflicts", "--store", store, "--json", "--key", "8742591")
-	var cs []dedupe.ConflictJSON
+	var cs []view.ConflictJSON
 	if err := json.Unmarshal([]byte(out), &cs); err != nil || len(cs) != 1 {
 		t.Fatalf("conflicts --json: %v\n%s", err, out)
 	}

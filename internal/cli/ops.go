@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 )
 
 // Purge batches bound one Purge call, so that neither serve's background
@@ -73,9 +74,9 @@ func conflictsCommand() *cli.Command {
 					return cli.Exit(err.Error(), exitRuntime)
 				}
 				if c.Bool("json") {
-					out := make([]dedupe.ConflictJSON, 0, len(cs))
+					out := make([]view.ConflictJSON, 0, len(cs))
 					for _, cf := range cs {
-						out = append(out, cf.JSON())
+						out = append(out, view.Conflict(cf))
 					}
 					return printJSON(c.App.Writer, out)
 				}
@@ -107,7 +108,7 @@ func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 			why[cf.Acceptable().Error()] = true
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
-			dedupe.ShortHash(cf.StoredHash), dedupe.ShortHash(cf.ReceivedHash), changed, cf.ID, accept)
+			view.ShortHash(cf.StoredHash), view.ShortHash(cf.ReceivedHash), changed, cf.ID, accept)
 	}
 	tw.Flush()
 	for _, reason := range slices.Sorted(maps.Keys(why)) {

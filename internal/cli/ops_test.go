@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -179,7 +180,7 @@ func TestLookupAndConflictsAfterTheProtocol(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			var got dedupe.RecordJSON
+			var got view.RecordJSON
 			if err := json.Unmarshal([]byte(out), &got); err != nil || got.Response == nil {
 				t.Fatalf("%v: %s", err, out)
 			}
@@ -203,7 +204,7 @@ func TestLookupAndConflictsAfterTheProtocol(t *testing.T) {
 		t.Fatalf("conflicts exit %d %s:\n%s", code, errOut, out)
 	}
 	out, _, code = hookonce(t, "conflicts", "--json", "--store", dsn, "--sender", "shop")
-	var cs []dedupe.ConflictJSON
+	var cs []view.ConflictJSON
 	if code != 0 || json.Unmarshal([]byte(out), &cs) != nil || len(cs) != 1 {
 		t.Fatalf("conflicts --json exit %d:\n%s", code, out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -42,7 +43,7 @@ func lookupCommand() *cli.Command {
 					return cli.Exit(err.Error(), exitRuntime)
 				}
 				if c.Bool("json") {
-					return printJSON(c.App.Writer, rec.JSON())
+					return printJSON(c.App.Writer, view.Record(rec))
 				}
 				printRecord(c.App.Writer, rec)
 				return nil
@@ -108,9 +109,9 @@ func listCommand() *cli.Command {
 					}
 				}
 				if c.Bool("json") {
-					out := make([]dedupe.RecordJSON, 0, len(recs))
+					out := make([]view.RecordJSON, 0, len(recs))
 					for _, r := range recs {
-						out = append(out, r.JSON())
+						out = append(out, view.Record(r))
 					}
 					return printJSON(c.App.Writer, out)
 				}
@@ -157,7 +158,7 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 }
 
 func printRecord(w io.Writer, r dedupe.Record) {
-	j := r.JSON()
+	j := view.Record(r)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
 	row("sender", j.Sender)

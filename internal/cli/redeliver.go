@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookonce/hookonce/admin"
-	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/view"
 )
 
 // redeliverCommand asks a running hookonce serve (through its admin API)
@@ -152,12 +152,12 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msg }
 
-func (a adminClient) unretried(ctx context.Context, sender string) ([]dedupe.RecordJSON, error) {
+func (a adminClient) unretried(ctx context.Context, sender string) ([]view.RecordJSON, error) {
 	q := url.Values{"status": {"unretried"}, "limit": {"1000"}}
 	if sender != "" {
 		q.Set("sender", sender)
 	}
-	var out []dedupe.RecordJSON
+	var out []view.RecordJSON
 	return out, a.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), &out)
 }
 

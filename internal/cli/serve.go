@@ -25,8 +25,14 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 )
+
+// storeWarner is a store with something to say at start (postgres.Store).
+type storeWarner interface {
+	Warnings(ctx context.Context) []string
+}
 
 func serveCommand(b Build) *cli.Command {
 	return &cli.Command{
@@ -166,6 +172,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			store.Close()
 		}
 	}()
+	// Settings the store's sessions lack (PostgreSQL behind a pooler).
+	if w, ok := store.(storeWarner); ok {
+		for _, msg := range w.Warnings(ctx) {
+			log.Warn(msg)
+		}
+	}
 	// Repeats of finished events are answered from memory; the admin API
 	// goes through the same cache, so its deletes evict at once.
 	if cfg.ReplayCacheSize != 0 {
@@ -403,7 +415,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			if errors.Is(err, proxy.ErrNoSender) {
 				err = fmt.Errorf("%w: %w", admin.ErrRefused, err)
 			}
-			return admin.Acceptance{Conflict: res.Conflict.JSON(),
+			return admin.Acceptance{Conflict: view.Conflict(res.Conflict),
 				Redelivery: admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}}, err
 		},
 	})

@@ -116,6 +116,13 @@ func migrateCommand() *cli.Command {
 				return cli.Exit("migrate: "+err.Error(), exitRuntime)
 			}
 			fmt.Fprintln(c.App.Writer, "store is migrated:", dedupe.RedactDSN(dsn))
+			// What serve will warn about at start (PostgreSQL behind a
+			// pooler: the role's session settings), said here first.
+			if w, ok := s.(storeWarner); ok {
+				for _, msg := range w.Warnings(ctx) {
+					fmt.Fprintln(c.App.ErrWriter, "warning:", msg)
+				}
+			}
 			return nil
 		},
 	}

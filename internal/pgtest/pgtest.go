@@ -111,20 +111,30 @@ func StartServer(opts Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	// The free port may be taken by someone else before postgres binds it:
-	// try another (restarts after Stop keep theirs, as DSNs are handed out).
+	if err := s.startOnFreePort(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startOnFreePort starts a server made in s.dir on a free port. The port
+// may be taken by someone else before postgres binds it: it tries another
+// (restarts after Stop keep theirs, as DSNs are handed out). On failure
+// the server is closed and its directory removed.
+func (s *Server) startOnFreePort() error {
 	for attempt := 1; ; attempt++ {
+		var err error
 		if s.port, err = freePort(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
+			os.RemoveAll(s.dir)
+			return err
 		}
 		err = s.Start()
 		if err == nil {
-			return s, nil
+			return nil
 		}
 		if attempt == 3 || !strings.Contains(s.logTail(), "already in use") {
 			s.Close()
-			return nil, err
+			return err
 		}
 	}
 }

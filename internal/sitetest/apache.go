@@ -25,22 +25,46 @@ type Apache struct {
 // a stock httpd.conf. It is stopped when the test ends.
 func (s *Site) StartApache(t testing.TB, directives string) *Apache {
 	t.Helper()
+	mods := apacheModules(t, true)
+	php, _ := filepath.Glob(filepath.Join(mods, "libphp*.so"))
+	return s.startApache(t, mods, "mpm_prefork", fmt.Sprintf(`LoadModule php_module modules/%s
+<FilesMatch "\.php$">
+    SetHandler application/x-httpd-php
+</FilesMatch>
+php_admin_value auto_prepend_file %q
+`, filepath.Base(php[len(php)-1]), s.Prepend), directives)
+}
+
+// apacheModules finds Apache's module directory (with mod_php when
+// withPHP), or skips the test (fails it under CI).
+func apacheModules(t testing.TB, withPHP bool) string {
+	t.Helper()
+	return need(t, "Apache's modules", func() (string, error) {
+		for _, d := range []string{"/usr/lib/apache2/modules", "/usr/lib64/httpd/modules", "/usr/lib/httpd/modules"} {
+			if _, err := os.Stat(filepath.Join(d, "mod_mpm_prefork.so")); err != nil {
+				continue
+			}
+			if m, _ := filepath.Glob(filepath.Join(d, "libphp*.so")); len(m) > 0 || !withPHP {
+				return d, nil
+			}
+		}
+		if withPHP {
+			return "", errors.New("no libphp*.so in Apache's module directories (Debian: apt-get install apache2 libapache2-mod-php)")
+		}
+		return "", errors.New("no Apache module directory (Debian: apt-get install apache2)")
+	})
+}
+
+// startApache runs Apache with the MPM mpm ("mpm_prefork"), the lines
+// php that hand .php files to PHP, and directives, serving s.Root.
+func (s *Site) startApache(t testing.TB, mods, mpm, php, directives string) *Apache {
+	t.Helper()
 	bin := need(t, "apache2 (httpd)", func() (string, error) {
 		if p, err := lookup("apache2", "/usr/sbin/apache2"); err == nil {
 			return p, nil
 		}
 		return lookup("httpd", "/usr/sbin/httpd")
 	})
-	mods := need(t, "Apache's mod_php", func() (string, error) {
-		for _, d := range []string{"/usr/lib/apache2/modules", "/usr/lib64/httpd/modules", "/usr/lib/httpd/modules"} {
-			if m, _ := filepath.Glob(filepath.Join(d, "libphp*.so")); len(m) > 0 {
-				return d, nil
-			}
-		}
-		return "", errors.New("no libphp*.so in Apache's module directories (Debian: apt-get install apache2 libapache2-mod-php)")
-	})
-	php, _ := filepath.Glob(filepath.Join(mods, "libphp*.so"))
-
 	dir := tempDir(t, "sitetest-apache-")
 	if err := os.Symlink(mods, filepath.Join(dir, "modules")); err != nil {
 		t.Fatal(err)
@@ -59,28 +83,30 @@ DefaultRuntimeDir %[1]s
 Mutex file:%[1]s default
 ErrorLog %[1]s/error.log
 LogLevel warn
-%[3]sLoadModule mpm_prefork_module modules/mod_mpm_prefork.so
+%[3]sLoadModule %[4]s_module modules/mod_%[4]s.so
 LoadModule authz_core_module modules/mod_authz_core.so
 <IfModule !log_config_module>
     LoadModule log_config_module modules/mod_log_config.so
 </IfModule>
-LoadModule php_module modules/%[4]s
 StartServers 2
-MinSpareServers 1
-MaxSpareServers 3
+<IfModule mpm_prefork_module>
+    MinSpareServers 1
+    MaxSpareServers 3
+</IfModule>
+<IfModule mpm_event_module>
+    ThreadsPerChild 4
+    ServerLimit 2
+</IfModule>
 MaxRequestWorkers 8
 LogFormat "%%a (peer %%{c}a) \"%%r\" %%>s" site
 CustomLog %[1]s/access.log site
 %[5]s
-DocumentRoot %[6]q
-<Directory %[6]q>
+%[6]s
+DocumentRoot %[7]q
+<Directory %[7]q>
     Require all granted
 </Directory>
-<FilesMatch "\.php$">
-    SetHandler application/x-httpd-php
-</FilesMatch>
-php_admin_value auto_prepend_file %[7]q
-`, dir, addr, owner, filepath.Base(php[len(php)-1]), directives, s.Root, s.Prepend)
+`, dir, addr, owner, mpm, php, directives, s.Root)
 		confPath := filepath.Join(dir, "httpd.conf")
 		writeFile(t, confPath, conf, 0o644)
 		if out, err := exec.Command(bin, "-t", "-f", confPath).CombinedOutput(); err != nil {

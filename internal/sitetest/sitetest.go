@@ -9,7 +9,11 @@
 // SITETEST_PHP=php-fpm on php-fpm).
 //
 // StartNginx runs any other nginx configuration the same way (a front
-// nginx from deploy/nginx, for example).
+// nginx from deploy/nginx, for example). Site.StartApache (mod_php),
+// Site.StartApacheFPM (mod_proxy_fcgi to the site's PHP) and
+// Site.StartBuiltin (php -S) serve the same docroot from the other
+// servers shops run PHP behind; Options.NoPHPIni runs PHP on its built-in
+// defaults instead of Debian's php.ini.
 //
 // Every server lives in its own temporary directory, is stopped by its PID
 // when the test ends, and shows its logs when the test failed. Run as root,
@@ -61,6 +65,10 @@ type Options struct {
 	// Directives are extra lines for the default server block, such as
 	// "set_real_ip_from 127.0.0.1; real_ip_header X-Real-IP;".
 	Directives string
+	// NoPHPIni runs PHP with no php.ini (-n): PHP's built-in defaults
+	// (request_order unset, variables_order "EGPCS", so $_REQUEST holds
+	// cookies) instead of Debian's php.ini-production ones.
+	NoPHPIni bool
 }
 
 // DefaultServer is a server block as a Debian shop on nginx + php-fpm has
@@ -186,9 +194,9 @@ func Start(t testing.TB, o Options) *Site {
 	}
 
 	if fpm != "" {
-		startFPM(t, fpm, dir)
+		startFPM(t, fpm, dir, o.NoPHPIni)
 	} else {
-		startCGI(t, cgi, dir)
+		startCGI(t, cgi, dir, o.NoPHPIni)
 	}
 	server := o.Server
 	if server == nil {
@@ -202,7 +210,7 @@ func Start(t testing.TB, o Options) *Site {
 
 // startFPM runs php-fpm in the foreground with one pool of three workers
 // on a unix socket in dir; as root the workers run as www-data (or nobody).
-func startFPM(t testing.TB, bin, dir string) {
+func startFPM(t testing.TB, bin, dir string, noIni bool) {
 	t.Helper()
 	sock := filepath.Join(dir, "php.sock")
 	owner := ""
@@ -228,20 +236,28 @@ php_admin_flag[log_errors] = on
 php_admin_flag[display_errors] = off
 `, dir, owner, sock)
 	writeFile(t, filepath.Join(dir, "php-fpm.conf"), conf, 0o644)
-	cmd := exec.Command(bin, "--nodaemonize", "--fpm-config", filepath.Join(dir, "php-fpm.conf"))
+	args := []string{"--nodaemonize", "--fpm-config", filepath.Join(dir, "php-fpm.conf")}
+	if noIni {
+		args = append(args, "-n")
+	}
+	cmd := exec.Command(bin, args...)
 	p := start(t, "php-fpm", cmd, dir, filepath.Join(dir, "php-fpm.log"), filepath.Join(dir, "php-error.log"))
 	p.waitDial(t, "unix", sock)
 }
 
 // startCGI runs php-cgi as a FastCGI server (three children) on a unix
 // socket in dir; it runs as the test's user.
-func startCGI(t testing.TB, bin, dir string) {
+func startCGI(t testing.TB, bin, dir string, noIni bool) {
 	t.Helper()
 	sock := filepath.Join(dir, "php.sock")
-	cmd := exec.Command(bin, "-b", sock,
+	var args []string
+	if noIni {
+		args = append(args, "-n")
+	}
+	cmd := exec.Command(bin, append(args, "-b", sock,
 		"-d", "auto_prepend_file="+filepath.Join(dir, "prepend.php"),
 		"-d", "error_log="+filepath.Join(dir, "php-error.log"),
-		"-d", "log_errors=1", "-d", "display_errors=0")
+		"-d", "log_errors=1", "-d", "display_errors=0")...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "PHP_FCGI_CHILDREN=3", "PHP_FCGI_MAX_REQUESTS=0"}
 	p := start(t, "php-cgi", cmd, dir, filepath.Join(dir, "php-error.log"))
 	p.waitDial(t, "unix", sock)
@@ -450,7 +466,7 @@ func need(t testing.TB, what string, find func() (string, error)) string {
 	if err == nil {
 		return p
 	}
-	testenv.Missing(t, fmt.Sprintf("sitetest: %s not found (%v)", what, err), "Debian: apt-get install nginx php-fpm apache2 libapache2-mod-php")
+	testenv.Missing(t, fmt.Sprintf("sitetest: %s not found (%v)", what, err), "Debian: apt-get install nginx php-fpm php-cli apache2 libapache2-mod-php")
 	return ""
 }
 

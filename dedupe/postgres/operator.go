@@ -1,0 +1,228 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// newestConflict is the conflict AcceptConflict means: $3 names it by id,
+// or 0 means the newest of (sender $1, key $2), found by
+// hookonce_conflicts_key.
+const newestConflict = `(SELECT id FROM hookonce_conflicts WHERE sender = $1 AND key = $2 AND ($3::bigint = 0 OR id = $3)
+	ORDER BY id DESC LIMIT 1)`
+
+// AcceptConflict implements dedupe.Store: one UPDATE marks the conflict if
+// it is acceptable and not yet accepted. Of two concurrent UPDATEs the
+// second waits for the first's row lock and then finds accepted_at set, so
+// it changes nothing; a read then says why.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := "accept conflict " + sender + "/" + key
+	var n int64
+	if id != "" {
+		v, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || v <= 0 {
+			return dedupe.Conflict{}, fmt.Errorf("postgres %s: no conflict %q: %w", op, id, dedupe.ErrNotFound)
+		}
+		n = v
+	}
+	c, err := scanConflict(s.db.QueryRow(ctx, `
+		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
+		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
+			AND request_head IS NOT NULL AND request_body IS NOT NULL
+		RETURNING `+conflictCols, sender, key, n, by))
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return dedupe.Conflict{}, fail(op, err)
+	}
+	c, err = scanConflict(s.db.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedupe.Conflict{}, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return dedupe.Conflict{}, fail(op, err)
+	}
+	if err := c.Acceptable(); err != nil {
+		return c, fmt.Errorf("postgres %s: %w", op, err)
+	}
+	// A newer conflict arrived between the two statements: say so rather
+	// than mark one the operator did not see.
+	return c, fmt.Errorf("postgres %s: a newer conflict arrived meanwhile; run accept again: %w", op, dedupe.ErrNotFound)
+}
+
+// Free implements dedupe.Store: one statement, which locks the row, reads
+// the state it had and releases it.
+func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	a, err := encodeAttempt(att)
+	if err != nil {
+		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, err)
+	}
+	var was string
+	err = s.db.QueryRow(ctx, `
+		WITH old AS (
+			SELECT state FROM hookonce_records WHERE sender = $1 AND key = $2 FOR UPDATE
+		)
+		UPDATE hookonce_records r SET state = 'released', owner = NULL, lease_until = NULL,
+			completed_at = NULL, resp_status = NULL, resp_headers = NULL, resp_body = NULL,
+			resp_truncated = false, attempts = `+appendAttempt("$3")+`
+		FROM old WHERE r.sender = $1 AND r.key = $2
+		RETURNING old.state`, sender, key, a).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return "", fail("free "+sender+"/"+key, err)
+	}
+	return dedupe.State(was), nil
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, sender, key string) error {
+	tag, err := s.db.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+	if err != nil {
+		return fail("forget "+sender+"/"+key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return nil
+}
+
+// purgeSQL is Purge's DELETE of one batch of records and of conflicts
+// ($1 the batch; $2 the run's cursor, the lower bound; $3 the cut-off when
+// byReceived); each answers how many rows went and the largest expires_at
+// (received_at) among them, the next call's lower bound.
+//
+// The expiry cut-off is the database clock read once by a sub-select:
+// clock_timestamp() itself is volatile, and a volatile comparison is never
+// an index condition, so `expires_at <= clock_timestamp()` walked the
+// expires_at index as a filter, fetching every live row's heap tuple,
+// whenever fewer than a batch were expired (the last call of every purge:
+// the whole table, every minute). The sub-select is an InitPlan, evaluated
+// once: an index condition.
+//
+// The lower bound is an index condition too. The index entries of the rows
+// earlier batches deleted stay in the index, dead, until vacuum removes
+// them; from the index's start every batch stepped over all of them, so a
+// day's purge slowed as it went, the more the larger the store
+// (docs/performance.md, "Cost as the store grows"). It is >=, not >: rows
+// share an expires_at, and a batch may end among them.
+func purgeSQL(byReceived bool) (recSQL, confSQL string) {
+	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
+	col, before := `expires_at`, `<= (SELECT clock_timestamp())`
+	if byReceived {
+		col, before = `received_at`, `< $3`
+	}
+	recWhere := col + ` >= $2 AND ` + col + ` ` + before
+	recSQL = `
+		WITH v AS (
+			SELECT sender, key FROM hookonce_records
+			WHERE ` + recWhere + ` AND ` + live + `
+			ORDER BY ` + col + ` LIMIT $1
+			FOR UPDATE SKIP LOCKED
+		), d AS (
+			DELETE FROM hookonce_records r USING v WHERE r.sender = v.sender AND r.key = v.key
+			RETURNING r.` + col + `
+		)
+		SELECT count(*), max(` + col + `) FROM d`
+	confSQL = `
+		WITH d AS (
+			DELETE FROM hookonce_conflicts WHERE id IN (
+				SELECT id FROM hookonce_conflicts WHERE ` + recWhere + `
+				ORDER BY ` + col + ` LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING ` + col + `
+		)
+		SELECT count(*), max(` + col + `) FROM d`
+	return recSQL, confSQL
+}
+
+// Purge implements dedupe.Store. Each DELETE removes at most one batch
+// (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
+// transaction holds, and re-checks under the row lock that no live lease
+// protects the row. Whatever req says, it also removes object locks whose
+// lease ended more than objectGrace ago (their holders died); they are not
+// counted.
+//
+// Each batch starts where the run's cursor (req.Cursor, or one of this
+// call's own when nil) says the previous one ended, and advances it. The
+// cursor only narrows what a batch looks at, never what it may delete: a
+// row it passes over (locked, under a live lease) is left for the next run,
+// which starts from the index's start. Two replicas purging at once each
+// have their own cursor; SKIP LOCKED splits the rows between them, and a
+// row one of them passed because the other held it is deleted by the other
+// or, if that transaction fails, found by the next run.
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	byReceived := !req.ReceivedBefore.IsZero()
+	recSQL, confSQL := purgeSQL(byReceived)
+	cur := req.Cursor
+	if cur == nil {
+		cur = new(dedupe.PurgeCursor)
+	}
+	batch := req.Limit
+	if batch <= 0 {
+		batch = purgeBatch
+	}
+	// run deletes batches from *from on, moving it to the largest value
+	// deleted, until one comes back short (one only when req.Limit is set).
+	run := func(what, sql string, from *time.Time) (int, error) {
+		removed := 0
+		for {
+			args := []any{batch, lowerBound(*from)}
+			if byReceived {
+				args = append(args, req.ReceivedBefore)
+			}
+			var n int
+			var last *time.Time
+			err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+				// A purge's commit need not wait for its WAL to reach the
+				// disk: a deletion a crash loses is made again by the next
+				// run, and a record past its ttl gives way to a claim
+				// whether or not it is still there. The claims' commits,
+				// which must wait, then share their flushes with fewer.
+				if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, sql, args...).Scan(&n, &last)
+			})
+			if err != nil {
+				return removed, fail(what, err)
+			}
+			removed += n
+			if last != nil {
+				*from = *last
+			}
+			if req.Limit > 0 || n < batch {
+				return removed, nil
+			}
+		}
+	}
+	removed, err := run("purge", recSQL, &cur.Records)
+	if err != nil {
+		return removed, err
+	}
+	if _, err := run("purge conflicts", confSQL, &cur.Conflicts); err != nil {
+		return removed, err
+	}
+	if err := s.purgeObjects(ctx, batch, req.Limit > 0); err != nil {
+		return removed, err
+	}
+	return removed, nil
+}
+
+// lowerBound is t as a timestamptz parameter, the zero time (a purge
+// cursor with no row removed yet, a summary of every kept record) as
+// -infinity, before every row: one plan shape either way.
+func lowerBound(t time.Time) any {
+	if t.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return t
+}

@@ -1,0 +1,135 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// AcceptConflict implements dedupe.Store: one item of the writer's group
+// commit, so the read and the mark are one step no other write enters.
+func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
+	op := "accept conflict " + sender + "/" + key
+	var out dedupe.Conflict
+	n, ok := conflictID(id)
+	if !ok {
+		return out, fmt.Errorf("sqlite %s: no conflict %q: %w", op, id, dedupe.ErrNotFound)
+	}
+	err := s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		c, err := scanConflict(tx.QueryRowContext(ctx, `SELECT `+conflictCols+` FROM conflicts
+			WHERE sender = ? AND key = ? AND (? = 0 OR id = ?) ORDER BY id DESC LIMIT 1`, sender, key, n, n))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite %s: %w", op, dedupe.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		out = c
+		if err := c.Acceptable(); err != nil {
+			return fmt.Errorf("sqlite %s: %w", op, err)
+		}
+		at := ms(time.Now())
+		if _, err := tx.ExecContext(ctx, `UPDATE conflicts SET accepted_at = ?, accepted_by = ? WHERE id = ? AND accepted_at = 0`,
+			at, by, c.ID); err != nil {
+			return unavailable(op, err)
+		}
+		out.AcceptedAt, out.AcceptedBy = fromMS(at), by
+		return nil
+	})
+	return out, err
+}
+
+// Free implements dedupe.Store, as an item of a group commit.
+func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
+	op := "free " + sender + "/" + key
+	var was dedupe.State
+	err := s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+		var state string
+		var raw []byte
+		err := s.ws.queryRow(ctx, tx, qSelectStateAttempts, sender, key).Scan(&state, &raw)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite %s: %w", op, dedupe.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+		attempts, err := appendAttempt(raw, att)
+		if err != nil {
+			return fmt.Errorf("sqlite %s: %w", op, err)
+		}
+		if _, err := s.ws.exec(ctx, tx, qFree, attempts, sender, key); err != nil {
+			return unavailable(op, err)
+		}
+		was = dedupe.State(state)
+		return nil
+	})
+	return was, err
+}
+
+// Forget implements dedupe.Store.
+func (s *Store) Forget(ctx context.Context, sender, key string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE sender = ? AND key = ?`, sender, key)
+	if err != nil {
+		return unavailable("forget "+sender+"/"+key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	return nil
+}
+
+// Purge implements dedupe.Store. It also removes the object locks whose
+// lease ended more than staleObjectAge ago (objects.go).
+func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	now := ms(time.Now())
+	where := `expires_at <= ?`
+	cut := now
+	if !req.ReceivedBefore.IsZero() {
+		where, cut = `received_at < ?`, ms(req.ReceivedBefore)
+	}
+	lim := req.Limit
+	if lim <= 0 {
+		lim = -1 // SQLite: no limit
+	}
+	// Records go purgeChunk at a time, each chunk its own transaction: the
+	// file has one writer, and claims wait for the purge's transaction to
+	// commit, so a long one is every waiting claim's latency.
+	var n int64
+	for lim < 0 || n < int64(lim) {
+		chunk := int64(purgeChunk)
+		if lim > 0 {
+			chunk = min(chunk, int64(lim)-n)
+		}
+		res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
+			WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) LIMIT ?)`, cut, now, chunk)
+		if err != nil {
+			return int(n), unavailable("purge", err)
+		}
+		d, _ := res.RowsAffected()
+		n += d
+		if d < chunk {
+			break
+		}
+	}
+	cwhere := `expires_at <= ?`
+	if !req.ReceivedBefore.IsZero() {
+		cwhere = `received_at < ?`
+	}
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM conflicts WHERE id IN (SELECT id FROM conflicts WHERE `+cwhere+` LIMIT ?)`, cut, lim); err != nil {
+		return int(n), unavailable("purge conflicts", err)
+	}
+	// Object locks whose holder died without unlocking, whatever req says
+	// of records: they are not records and are not counted.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM objects WHERE (scope, object) IN (SELECT scope, object FROM objects
+		WHERE lease_until <= ? LIMIT ?)`, ms(time.Now().Add(-staleObjectAge)), lim); err != nil {
+		return int(n), unavailable("purge objects", err)
+	}
+	return int(n), nil
+}
+
+// purgeChunk is how many records one transaction of Purge removes.
+const purgeChunk = 50

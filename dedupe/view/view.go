@@ -1,0 +1,164 @@
+// Package view is how records and conflicts are shown: their public JSON
+// (the admin API's and every command's --json, docs/operations.md "Record
+// JSON") and the short hashes of tables. It reads dedupe's types and
+// decides nothing.
+package view
+
+import (
+	"encoding/base64"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// RecordJSON is the record's public JSON form, shared by the CLI and the
+// admin API (docs/operations.md, "Record JSON").
+type RecordJSON struct {
+	Sender        string        `json:"sender"`
+	Key           string        `json:"key"`
+	State         dedupe.State  `json:"state"`
+	PayloadSHA256 string        `json:"payload_sha256"`
+	ReceivedAt    time.Time     `json:"received_at"`
+	CompletedAt   *time.Time    `json:"completed_at,omitempty"`
+	ExpiresAt     time.Time     `json:"expires_at"`
+	LeaseUntil    *time.Time    `json:"lease_until,omitempty"`
+	Hits          int64         `json:"hits"`
+	Takeovers     int64         `json:"takeovers"`
+	Response      *ResponseJSON `json:"response,omitempty"`
+	Attempts      []AttemptJSON `json:"attempts"`
+	// RequestKept says whether the request was kept (store_request_body),
+	// so the event can be redelivered.
+	RequestKept bool `json:"request_kept"`
+	// Unretried is set by callers that know the sender's retry window.
+	Unretried bool `json:"unretried,omitempty"`
+}
+
+// AttemptJSON is one delivery attempt's public form.
+type AttemptJSON struct {
+	At         time.Time `json:"at"`
+	By         string    `json:"by"`
+	Outcome    string    `json:"outcome"`
+	Status     int       `json:"status"`
+	DurationMS int64     `json:"duration_ms"`
+	Replica    string    `json:"replica"`
+	// WaitMS: how long it waited for its business object (serialize).
+	WaitMS int64 `json:"wait_ms,omitempty"`
+}
+
+// ResponseJSON is a stored answer's JSON form. BodyText is present only when
+// the body is valid UTF-8.
+type ResponseJSON struct {
+	Status     int                 `json:"status"`
+	Headers    map[string][]string `json:"headers"`
+	BodyBase64 string              `json:"body_base64"`
+	BodyText   *string             `json:"body_text,omitempty"`
+	Truncated  bool                `json:"truncated"`
+}
+
+// ConflictJSON is a conflict's public JSON form. The refused payload's
+// values are never shown: only what changed (paths or field names), its
+// method, target and redacted headers (RedactHeaders), and its size.
+type ConflictJSON struct {
+	Sender         string    `json:"sender"`
+	Key            string    `json:"key"`
+	StoredSHA256   string    `json:"stored_sha256"`
+	ReceivedSHA256 string    `json:"received_sha256"`
+	ReceivedAt     time.Time `json:"received_at"`
+	ChangedPaths   []string  `json:"changed_paths"`
+	ID             string    `json:"id"`
+	// DiffKind: "json" (changed_paths are JSON paths), "form" (form field
+	// names) or "" (nothing compared: a body was not kept, or not JSON or a
+	// form).
+	DiffKind string `json:"diff_kind"`
+	Shadow   bool   `json:"shadow,omitempty"`
+	// RequestKept: the refused request was kept (store_request_body).
+	RequestKept   bool                `json:"request_kept"`
+	Method        string              `json:"method,omitempty"`
+	URI           string              `json:"uri,omitempty"`
+	Headers       map[string][]string `json:"headers,omitempty"`
+	BodyBytes     int                 `json:"body_bytes,omitempty"`
+	BodyTruncated bool                `json:"body_truncated,omitempty"`
+	// Acceptable: hookonce accept would forward it now; otherwise
+	// NotAcceptable says why.
+	Acceptable    bool       `json:"acceptable"`
+	NotAcceptable string     `json:"not_acceptable,omitempty"`
+	AcceptedAt    *time.Time `json:"accepted_at,omitempty"`
+	AcceptedBy    string     `json:"accepted_by,omitempty"`
+	// AcceptedKey is the key the accepted copy runs under (KEY:accepted-ID).
+	AcceptedKey string `json:"accepted_key,omitempty"`
+}
+
+// Record renders r in its public form (times in UTC).
+func Record(r dedupe.Record) RecordJSON {
+	out := RecordJSON{
+		Sender: r.Sender, Key: r.Key, State: r.State, PayloadSHA256: r.PayloadHash,
+		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+		Hits: r.Hits, Takeovers: r.Takeovers, Attempts: []AttemptJSON{},
+		RequestKept: r.Request != nil && r.RequestBody != nil,
+	}
+	for _, a := range r.Attempts {
+		out.Attempts = append(out.Attempts, AttemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+			DurationMS: a.Duration.Milliseconds(), Replica: a.Replica, WaitMS: a.Wait.Milliseconds()})
+	}
+	if !r.CompletedAt.IsZero() {
+		t := r.CompletedAt.UTC()
+		out.CompletedAt = &t
+	}
+	if r.State == dedupe.StateProcessing && !r.LeaseUntil.IsZero() {
+		t := r.LeaseUntil.UTC()
+		out.LeaseUntil = &t
+	}
+	if r.Response != nil {
+		resp := &ResponseJSON{
+			Status:     r.Response.Status,
+			Headers:    map[string][]string(r.Response.Header),
+			BodyBase64: base64.StdEncoding.EncodeToString(r.Response.Body),
+			Truncated:  r.Response.Truncated,
+		}
+		if resp.Headers == nil {
+			resp.Headers = map[string][]string{}
+		}
+		if utf8.Valid(r.Response.Body) {
+			s := string(r.Response.Body)
+			resp.BodyText = &s
+		}
+		out.Response = resp
+	}
+	return out
+}
+
+// Conflict renders c in its public form.
+func Conflict(c dedupe.Conflict) ConflictJSON {
+	paths := c.ChangedPaths
+	if paths == nil {
+		paths = []string{}
+	}
+	out := ConflictJSON{
+		Sender: c.Sender, Key: c.Key, StoredSHA256: c.StoredHash,
+		ReceivedSHA256: c.ReceivedHash, ReceivedAt: c.ReceivedAt.UTC(), ChangedPaths: paths,
+		ID: c.ID, DiffKind: c.DiffKind, Shadow: c.Shadow, RequestKept: c.Request != nil && c.Body != nil,
+		BodyBytes: len(c.Body), BodyTruncated: c.BodyTruncated,
+	}
+	if c.Request != nil {
+		out.Method, out.URI, out.Headers = c.Request.Method, c.Request.URI, dedupe.RedactHeaders(c.Request.Header)
+	}
+	if err := c.Acceptable(); err != nil {
+		out.NotAcceptable = err.Error()
+	} else {
+		out.Acceptable = true
+	}
+	if c.Accepted() {
+		t := c.AcceptedAt.UTC()
+		out.AcceptedAt, out.AcceptedBy, out.AcceptedKey = &t, c.AcceptedBy, c.AcceptedKey()
+	}
+	return out
+}
+
+// ShortHash is a payload hash's first 12 hex digits, for tables.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

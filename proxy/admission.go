@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"math/bits"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Admission: what a request may hold before it is a delivery. Its body is
+// read against a memory budget (max_inflight × max_body, and a share of it
+// per client address), growing with what arrived; a delivery whose body is
+// in takes one of max_inflight slots. Refusals are 503s, logged at most a
+// line a second.
+
+// takeSlot takes one of max_inflight slots for a delivery whose body has
+// arrived, or answers 503 and reports false. Each held delivery may keep
+// max_body and the site's answer in memory; a request still sending its
+// body holds only what it sent, and no slot, so sockets that send headers
+// and nothing more cannot starve the senders (they end at body_timeout).
+func (d *delivery) takeSlot() bool {
+	p, c := d.p, d.c
+	if n := p.slots.Add(1); c.MaxInflight > 0 && n > int64(c.MaxInflight) {
+		p.slots.Add(-1)
+		d.overloaded("every max_inflight slot is taken")
+		return false
+	}
+	p.m.inflight.Inc()
+	return true
+}
+
+// overloaded answers 503 to a delivery refused for memory or a slot:
+// counted with sender="" (no sender was chosen), and logged at most a line
+// a second for all of them, with why (the last refusal's reason).
+func (d *delivery) overloaded(why string) {
+	p := d.p
+	p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
+	if n := p.refused.note(time.Now()); n > 0 {
+		p.log.Warn("webhook", "sender", "", "path", d.rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
+			"reason", why, "max_inflight", d.c.MaxInflight, "refused", n)
+	}
+	answerOverloaded(d.w)
+}
+
+func (d *delivery) freeSlot() {
+	d.p.slots.Add(-1)
+	d.p.m.inflight.Dec()
+}
+
+// errBodyBudget: the bodies being received and held already take
+// max_inflight × max_body.
+var errBodyBudget = errors.New("the memory for request bodies (max_inflight × max_body) is taken")
+
+// errPeerBudget: the bodies one client address is still sending already
+// take its share of the budget (peerShare).
+var errPeerBudget = errors.New("the bodies this client address is still sending take its share of max_inflight × max_body")
+
+// peerShare is the part of the body budget the bodies one client address
+// is still sending may hold (at least two max_body): a peer that opens
+// sockets, sends part of each body and stalls holds at most this much,
+// however many sockets it opens, and the rest stays for other senders. A
+// body counts against its peer only until it has arrived. The client
+// address is the one the site sees (ClientAddr: through trusted_proxies),
+// so senders behind the operator's own proxy are told apart.
+const peerShare = 4
+
+// peerBytes are the body bytes each client address is still sending.
+type peerBytes struct {
+	mu sync.Mutex
+	m  map[netip.Addr]int64
+}
+
+// add reserves n bytes for peer unless that takes it past limit.
+func (pb *peerBytes) add(peer netip.Addr, n, limit int64) bool {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if pb.m[peer]+n > limit {
+		return false
+	}
+	if pb.m == nil {
+		pb.m = make(map[netip.Addr]int64)
+	}
+	pb.m[peer] += n
+	return true
+}
+
+// sub gives back n bytes of peer's.
+func (pb *peerBytes) sub(peer netip.Addr, n int64) {
+	if n == 0 {
+		return
+	}
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if pb.m[peer] -= n; pb.m[peer] <= 0 {
+		delete(pb.m, peer)
+	}
+}
+
+// reserve accounts n more bytes of request body against max_inflight ×
+// max_body and against the client address's share of it, or says which
+// refused. What a delivery reserved is given back when it ends (serve);
+// its peer's part when its body has arrived (receive).
+func (d *delivery) reserve(n int64) error {
+	c := d.c
+	if c.MaxInflight <= 0 {
+		return nil
+	}
+	budget := int64(c.MaxInflight) * c.MaxBody
+	if d.p.bodyBytes.Add(n) > budget {
+		d.p.bodyBytes.Add(-n)
+		return errBodyBudget
+	}
+	if !d.p.peers.add(d.peer, n, max(budget/peerShare, 2*c.MaxBody)) {
+		d.p.bodyBytes.Add(-n)
+		return errPeerBudget
+	}
+	d.reserved += n
+	d.arriving += n
+	return nil
+}
+
+// receive reads the request's body (readBody) under the delivery's budget.
+func (d *delivery) receive() ([]byte, error) {
+	d.peer = d.c.ClientAddr(d.r.RemoteAddr, d.r.Header)
+	defer func() { d.p.peers.sub(d.peer, d.arriving); d.arriving = 0 }()
+	return readBody(d.r.Body, d.r.ContentLength, d.c.MaxBody, d.reserve)
+}
+
+// readBody reads a body of declared length cl (-1: chunked) up to max,
+// reserving memory before allocating it: a body over 16 KiB starts with
+// 16 KiB and doubles as it arrives, never past its declared length (a
+// socket that sends headers and nothing more holds 16 KiB, one that
+// stalls after n bytes at most about 2n, not max_body). Past max it
+// returns what it read and an *http.MaxBytesError; when reserve refuses,
+// its error.
+func readBody(r io.Reader, cl, max int64, reserve func(int64) error) ([]byte, error) {
+	const first = 16 << 10
+	if cl > max {
+		return nil, &http.MaxBytesError{Limit: max}
+	}
+	if cl >= 0 && cl <= first {
+		if err := reserve(cl); err != nil {
+			return nil, err
+		}
+		body := make([]byte, cl) // small: exactly, in one allocation
+		_, err := io.ReadFull(r, body)
+		return body, err
+	}
+	limit := max + 1 // chunked: one byte past the limit tells "too large"
+	if cl >= 0 {
+		limit = cl
+	}
+	if err := reserve(first); err != nil {
+		return nil, err
+	}
+	body := bodyBuf(first)
+	for int64(len(body)) < limit {
+		if len(body) == cap(body) {
+			// Doubling, for a declared length as for chunks: what a
+			// delivery holds grows with what arrived, so a socket that
+			// sends 16 KiB and a byte, then stalls, holds 32 KiB, not the
+			// Content-Length it declared. The buffer it outgrew goes back
+			// to a pool for the next body, not to the garbage.
+			grow := min(int64(cap(body)), limit-int64(len(body)))
+			if err := reserve(grow); err != nil {
+				return body, err
+			}
+			next := append(bodyBuf(len(body)+int(grow)), body...)
+			freeBodyBuf(body)
+			body = next
+		}
+		n, err := r.Read(body[len(body):min(int64(cap(body)), limit)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			if cl >= 0 && int64(len(body)) < cl {
+				return body, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return body, err
+		}
+	}
+	if int64(len(body)) > max {
+		return body, &http.MaxBytesError{Limit: max}
+	}
+	return body, nil
+}
+
+// bodyPools hold the buffers a growing body outgrew, by size: 16 KiB
+// shifted left by the pool's index. Only exact sizes are pooled; a body's
+// last buffer (its declared length) is the delivery's and never returns.
+var bodyPools [10]sync.Pool
+
+func bodyPool(size int) *sync.Pool {
+	const first = 16 << 10
+	if size < first || size&(size-1) != 0 {
+		return nil
+	}
+	i := bits.Len(uint(size/first)) - 1
+	if i >= len(bodyPools) {
+		return nil
+	}
+	return &bodyPools[i]
+}
+
+// bodyBuf returns an empty buffer of capacity size, pooled when it can be.
+func bodyBuf(size int) []byte {
+	if p := bodyPool(size); p != nil {
+		if b, ok := p.Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// freeBodyBuf gives back a buffer a body outgrew: nothing refers to it.
+func freeBodyBuf(b []byte) {
+	if p := bodyPool(cap(b)); p != nil {
+		b = b[:0]
+		p.Put(&b)
+	}
+}
+
+// refusals counts requests refused past max_inflight for the log, which
+// gets at most one line a second (the metric counts every one): a flood
+// must not become a flood of log lines.
+type refusals struct {
+	mu      sync.Mutex
+	next    time.Time // when the next line may be written
+	pending int64     // refused since the last line
+}
+
+// note counts one refusal and answers how many the log line to write now
+// covers, or 0 for no line.
+func (r *refusals) note(now time.Time) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending++
+	if now.Before(r.next) {
+		return 0
+	}
+	n := r.pending
+	r.pending, r.next = 0, now.Add(time.Second)
+	return n
+}

@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hookonce/hookonce/proxy/internal/oneshot"
+)
+
+// capture is the http.ResponseWriter the forwarding ReverseProxy writes
+// into: the site's answer is held so it can be judged and stored before
+// the sender sees it. At most limit bytes are held: a longer answer is
+// streamed on to the sender from that point (what is held is stored,
+// marked truncated), so one webhook never holds more than max_stored_body
+// of the site's answer in memory.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+	limit  int64
+	out    http.ResponseWriter // the sender, once the answer overflows limit
+	// overflowed: the answer passed limit; the sender has had the headers
+	// and everything since.
+	overflowed bool
+
+	mu  sync.Mutex // guards err: set from the proxy's error handler and body reads
+	err error      // transport error, or a read error on the site's body
+
+	// keyHeader: keyValue is set on the outgoing request (forward_key_header).
+	keyHeader, keyValue string
+
+	// wroteHeaders: http.Transport (https:// sites) wrote the request
+	// line and headers (httptrace's WroteHeaders).
+	wroteHeaders atomic.Bool
+}
+
+// trace records how far the request got, for a RoundTripper that does not
+// say it in its errors (http.Transport; oneshot.SendError counts bytes).
+func (c *capture) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteHeaders: func() { c.wroteHeaders.Store(true) }}
+}
+
+// started reports whether any byte of the request may have reached the
+// site before err ended the forward (see requestStarted).
+func (c *capture) started(err error) bool { return requestStarted(err, c.wroteHeaders.Load()) }
+
+// requestStarted reports whether any byte of the request may have reached
+// the site before err. oneShot (http:// sites) counts the bytes it wrote
+// and says so in its oneshot.SendError. http.Transport (https:// sites) does not
+// say it in the error it returns (its nothingWrittenError is unwrapped
+// before RoundTrip returns): the request counts as started once the
+// transport wrote its headers (to the connection's buffer, after the TLS
+// handshake); a failure in between, rare on a fresh connection, errs on
+// the ambiguous side, never towards running the handler twice.
+func requestStarted(err error, wroteHeaders bool) bool {
+	var se *oneshot.SendError
+	if errors.As(err, &se) {
+		return se.Written > 0
+	}
+	return wroteHeaders && !isDialError(err)
+}
+
+// newCapture holds up to limit bytes of the answer, then streams to w.
+func newCapture(w http.ResponseWriter, limit int64) *capture {
+	return &capture{header: http.Header{}, limit: limit, out: w}
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if code < 200 { // 1xx informational answers are not the answer
+		return
+	}
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+// streamed reports whether the answer overflowed limit and went to the
+// sender as it came: nothing more is to be written to the sender.
+func (c *capture) streamed() bool { return c.overflowed }
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if c.overflowed {
+		return c.out.Write(p)
+	}
+	if room := c.limit - int64(c.body.Len()); int64(len(p)) <= room {
+		return c.body.Write(p)
+	}
+	// Over the limit: the sender gets the site's headers, what is held
+	// and the rest as it comes; only the held part is kept.
+	c.overflowed = true
+	h := c.out.Header()
+	for k, vs := range c.header {
+		h[k] = vs
+	}
+	c.out.WriteHeader(c.status)
+	if _, err := c.out.Write(c.body.Bytes()); err != nil {
+		return 0, err
+	}
+	c.body.Write(p[:c.limit-int64(c.body.Len())])
+	return c.out.Write(p)
+}
+
+func (c *capture) setErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *capture) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+type captureKey struct{}
+
+// bodyWatch records a read error of the site's response body into the
+// capture: ReverseProxy would otherwise only log it and leave a short body
+// that looks complete.
+type bodyWatch struct {
+	io.ReadCloser
+	c *capture
+}
+
+func (b bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.c.setErr(err)
+	}
+	return n, err
+}

@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// claimLoop runs rows 4 to 9 of the decision table (decideClaim judges,
+// this acts); a delivery waiting on another one comes back here when that
+// one finishes.
+func (d *delivery) claimLoop() {
+	s, w := d.s, d.w
+	deadline := time.Now().Add(s.WaitTimeout)
+	rekeyed := false // changed_payload: new_event extends the key once
+	for {
+		d.owner = newOwner()
+		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
+		if s.StoreRequestBody {
+			// Kept for conflict diffs and operator redelivery: the site
+			// may check the signature headers, so they are kept too.
+			req.RequestBody = d.body
+			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
+		}
+		var res dedupe.ClaimResult
+		d.claimSent = time.Now()
+		err := d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
+			res, err = d.p.store.Claim(ctx, req)
+			return err
+		})
+		if err != nil {
+			d.storeDown(err)
+			return
+		}
+		if res.Outcome == dedupe.Conflicting && d.legacyHash != "" && res.Record.PayloadHash == d.legacyHash {
+			// Stored by a hookonce whose hash did not cover the query:
+			// the same payload in the old form. Claim in that form.
+			d.hash, d.legacyHash = d.legacyHash, ""
+			continue
+		}
+		// Row 7: what a changed payload means for this sender.
+		var attrs []any
+		if res.Outcome == dedupe.Conflicting {
+			attrs = []any{"stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash}
+			changed := judgeChanged(s, res)
+			if changed.rekey && !rekeyed {
+				rekeyed = true
+				d.key = contract.ChangedKey(d.key, d.hash)
+				d.log.Info("changed payload under a known id: claimed as its own event",
+					append(attrs, "key", d.key, "changed_payload", s.ChangedPayload)...)
+				continue
+			}
+			if changed.res.Outcome != res.Outcome {
+				attrs = append(attrs, "changed_payload", s.ChangedPayload)
+			}
+			res = changed.res
+		}
+		dec := decideClaim(s, res, time.Now().Before(deadline))
+		switch res.Outcome {
+		case dedupe.Held:
+			attrs = []any{"state", "unknown"}
+		}
+		if dec.record {
+			d.recordConflict(res.Record)
+		}
+		switch dec.act {
+		case actForward:
+			d.takeover = res.Outcome == dedupe.TakenOver
+			d.forwardClaimed()
+		case actPlain:
+			d.done(dec.outcome, 0, attrs...)
+			d.forwardPlain()
+		case actReplay:
+			d.p.hits.add(s.Name, d.key)
+			d.done(dec.outcome, dec.status, attrs...)
+			replay(w, s, res.Record.Response)
+		case actConflict:
+			d.done(dec.outcome, dec.status, attrs...)
+			answerConflict(w, s)
+		case actHeld:
+			d.done(dec.outcome, dec.status, attrs...)
+			answerHeld(w)
+		case actInProgress:
+			d.done(dec.outcome, dec.status)
+			answerInProgress(w, s)
+		case actWait:
+			if d.wait(deadline) {
+				continue // the first delivery finished or freed its claim: decide again
+			}
+			d.done(OutcomeInProgress, http.StatusConflict)
+			answerInProgress(w, s)
+		default:
+			d.storeDown(fmt.Errorf("claim %s/%s: unexpected outcome %v", s.Name, d.key, res.Outcome))
+		}
+		return
+	}
+}
+
+// wait blocks until the key may have changed, the deadline passes, or the
+// sender hangs up. It reports whether deciding again makes sense.
+func (d *delivery) wait(deadline time.Time) bool {
+	remaining := time.Until(deadline)
+	if remaining <= 0 {
+		return false
+	}
+	poll := 250 * time.Millisecond
+	if poll > remaining {
+		poll = remaining
+	}
+	ctx, cancel := context.WithTimeout(d.r.Context(), poll)
+	defer cancel()
+	local, leave := d.p.waiters.watch(d.s.Name, d.key)
+	defer leave()
+	if n, ok := d.p.store.(dedupe.Notifier); ok {
+		go func() {
+			_ = n.WaitChange(ctx, d.s.Name, d.key)
+			cancel()
+		}()
+	}
+	select {
+	case <-local:
+	case <-ctx.Done():
+	}
+	return d.r.Context().Err() == nil
+}
+
+func (d *delivery) storeDown(err error) {
+	if d.s.OnStoreError == contract.StoreErrForward || d.s.Shadow() {
+		// Fail open, as the operator chose: every such delivery is logged.
+		d.done(OutcomeStoreError, 0, "err", err.Error(), "forwarded", true)
+		d.forwardPlain()
+		return
+	}
+	d.done(OutcomeStoreError, http.StatusServiceUnavailable, "err", err.Error())
+	answerStoreDown(d.w)
+}
+
+// recordConflict records a delivery refused (or, in shadow mode, that
+// would be refused) as a conflict with stored. With store_request_body the
+// refused request is kept beside it, as a claim keeps its request (the
+// headers whole: the site may check a signature when an operator accepts
+// it), its body at most max_stored_body bytes; and what changed against
+// the kept original: JSON paths, or form field names as PHP reads them.
+// Without store_request_body nothing of the payload is kept, and the
+// conflict cannot be accepted.
+func (d *delivery) recordConflict(stored dedupe.Record) {
+	c := dedupe.Conflict{
+		Sender: d.s.Name, Key: d.key, StoredHash: stored.PayloadHash, ReceivedHash: d.hash,
+		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL), Shadow: d.s.Shadow(),
+	}
+	if d.s.StoreRequestBody {
+		c.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
+		c.Body = d.body
+		if max := d.s.MaxStoredBody; int64(len(c.Body)) > max {
+			c.Body, c.BodyTruncated = c.Body[:max], true
+		}
+		if stored.RequestBody != nil {
+			orig := stored.Request
+			if orig == nil { // kept by a release that kept no head: JSON only
+				orig = &dedupe.StoredRequest{Header: http.Header{}}
+			}
+			c.DiffKind, c.ChangedPaths = contract.ChangedBody(orig.Method, orig.Header, stored.RequestBody,
+				d.r.Method, d.r.Header, d.body)
+		}
+	}
+	err := d.p.storeCall(d.r, d.s, "record_conflict", func(ctx context.Context) error {
+		return d.p.store.RecordConflict(ctx, c)
+	})
+	if err != nil {
+		d.log.Warn("conflict not recorded", "key", d.key, "err", err)
+	}
+}

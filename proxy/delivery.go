@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+// delivery is one request on a sender's path on its way through the
+// decision table.
+type delivery struct {
+	p     *Proxy
+	c     *contract.Contract
+	rt    *contract.Route
+	path  string            // normalised
+	req   *contract.Request // once the body is read
+	s     *contract.Sender  // once a sender accepted the request
+	w     http.ResponseWriter
+	r     *http.Request
+	log   *slog.Logger
+	start time.Time
+
+	body     []byte
+	reserved int64      // bytes of p.bodyBytes this delivery holds
+	peer     netip.Addr // the client address its body counts against (admission.go)
+	arriving int64      // bytes of its peer's share held while the body arrives
+	key      string
+	hash     string
+	// legacyHash is the payload hash an older hookonce stored for this
+	// payload, when it differs from hash: claimed with once more when hash
+	// conflicts, so an event stored before an upgrade stays a duplicate.
+	legacyHash string
+	owner      string
+	takeover   bool
+	unclaimed  bool // forwarded without dedupe (passthrough.go): no claim
+	// claimSent is when the claim that won was sent to the store (with
+	// the monotonic clock): its lease is surely ours only until
+	// claimSent + lease, however late the store's reply came.
+	claimSent time.Time
+
+	object      string        // the business object (serialize); "" for none
+	objectErr   error         // why a serializing sender's delivery has no object
+	objectHeld  atomic.Bool   // the object is ours in the store (renewed by the heartbeat)
+	objectWait  time.Duration // how long the delivery waited for it
+	leaveObject func()        // leaves the local queue of the object
+
+	upstreamStatus int
+	upstreamTime   time.Duration
+	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
+	outcome        string // the decision, once made (as counted)
+	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
+}
+
+// siteDownLoud is how many forwards in a row must find the site
+// unreachable before each is logged at ERROR rather than WARN.
+const siteDownLoud = 3
+
+// done counts and logs the decision: one line per delivery, never a body,
+// a secret or a signature.
+func (d *delivery) done(outcome string, status int, attrs ...any) {
+	var args []any
+	sender := ""
+	if d.s != nil {
+		sender = d.s.Name
+		if d.s.Shadow() && shadowed[outcome] {
+			outcome = "would_" + outcome
+		}
+	} else {
+		args = append(args, "sender", "", "path", d.rt.Path) // d.log names neither yet
+	}
+	d.outcome = outcome
+	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
+	if d.by == dedupe.AttemptBySender {
+		d.noteTraffic(outcome, status) // for the readiness report (traffic.go)
+	}
+	args = append(args, "key", d.key, "outcome", outcome, "status", status,
+		"duration_ms", time.Since(d.start).Milliseconds())
+	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
+		args = append(args, "upstream_status", d.upstreamStatus, "upstream_ms", d.upstreamTime.Milliseconds())
+	}
+	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
+		args = append(args, "scope", d.s.Serialize.Scope, "object", d.object, "object_wait_ms", d.objectWait.Milliseconds())
+	}
+	if d.objectErr != nil {
+		args = append(args, "object_err", d.objectErr.Error())
+	}
+	level := slog.LevelInfo
+	switch outcome {
+	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError:
+		level = slog.LevelWarn
+	}
+	if d.siteDown > 0 {
+		// The site could not be reached: a warning, an error once it
+		// happens again and again (repeats are still answered from the
+		// store, so hookonce itself stays ready).
+		level = slog.LevelWarn
+		if d.siteDown >= siteDownLoud {
+			level = slog.LevelError
+		}
+		args = append(args, "site_unreachable", true, "unreachable_in_a_row", d.siteDown)
+	}
+	d.log.Log(d.r.Context(), level, "webhook", append(args, attrs...)...)
+}
+
+// shadowed outcomes are the ones shadow mode does not act on.
+var shadowed = map[string]bool{
+	OutcomeDuplicate: true, OutcomeConflict: true, OutcomeInProgress: true,
+	OutcomeRejectedSignature: true, OutcomeMissingKey: true, OutcomeTooLarge: true,
+	OutcomeStoreError: true,
+}
+
+func (d *delivery) serve() {
+	r, w := d.r, d.w
+	maxBody := d.c.MaxBody
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(d.c.BodyTimeout))
+	// The longest a sender on this path may be kept waiting.
+	var longest time.Duration
+	for _, s := range d.rt.Senders {
+		longest = max(longest, s.UpstreamTimeout+s.WaitTimeout)
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(longest + 30*time.Second))
+
+	// 1. Body limit: a declared length is judged before reading a byte; a
+	// chunked body when it passes the limit. The body is read before a
+	// sender is chosen: senders on one path may be told apart by it.
+	defer func() { d.p.bodyBytes.Add(-d.reserved) }()
+	body, err := d.receive()
+	if errors.Is(err, errBodyBudget) || errors.Is(err, errPeerBudget) {
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		d.overloaded(err.Error())
+		return
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			d.choose(d.firstCandidate())
+			if d.s.Shadow() {
+				// Shadow never refuses: hand on what was read and the rest.
+				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+				d.done(OutcomeTooLarge, 0)
+				d.p.pass.ServeHTTP(w, r)
+				return
+			}
+			d.done(OutcomeTooLarge, http.StatusRequestEntityTooLarge)
+			answerTooLarge(w, maxBody)
+			return
+		}
+		// A body that stalls or breaks its framing is not a delivery: say
+		// so, or the sender takes an empty 200 for "delivered" (trap 24).
+		status := http.StatusBadRequest
+		if isTimeout(err) {
+			status = http.StatusRequestTimeout
+		}
+		d.choose(d.firstCandidate())
+		d.done(OutcomeBadRequest, status, "reason", "body not read", "err", err.Error())
+		answerBodyUnread(w, status)
+		return
+	}
+	d.body = body
+	if !d.takeSlot() {
+		return
+	}
+	defer d.freeSlot()
+
+	// Which sender (the first on this path, in file order, whose method and
+	// match.when accept the request), its signature, key and hash: judged
+	// by the contract, as `hookonce check --request` shows them.
+	in := d.c.Inspect(d.rt, r, d.path, body, d.p.now())
+	d.req = in.Request
+	// 1b. A form the site would read otherwise than hookonce can: judging
+	// it on a partial reading is how a bypass starts. Refused whatever
+	// unmatched says; shadow mode forwards it, logged.
+	if in.BodyErr != nil {
+		d.choose(d.firstCandidate())
+		if d.s.Shadow() {
+			d.done(OutcomeBadRequest, 0, "reason", in.BodyErr.Error())
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", in.BodyErr.Error())
+		answerUnreadable(w, in.BodyErr.Error())
+		return
+	}
+	if in.Choice.Sender == nil {
+		d.unmatched(body, strings.Join(in.Choice.Why, "; "))
+		return
+	}
+	d.choose(in.Choice.Sender)
+	d.decide(in)
+}
+
+func (d *delivery) choose(s *contract.Sender) {
+	d.s = s
+	d.log = d.p.log.With("sender", s.Name)
+}
+
+// firstCandidate is the sender a request is counted under before the body
+// that decides between senders is read.
+func (d *delivery) firstCandidate() *contract.Sender {
+	for _, s := range d.rt.Senders {
+		if slices.Contains(s.Methods, d.r.Method) || s.Methods == nil {
+			return s
+		}
+	}
+	return d.rt.Senders[0]
+}
+
+// unmatched answers a request on a sender's path that no sender there
+// accepts (rows 0c, 0d): handed on untouched when the route forwards it
+// (Route.ForwardsUnmatched: a default or written unmatched: pass, or every
+// sender in shadow mode), else refused. body is nil when it was not read.
+// Either way it is counted by path and logged at WARN with what it looked
+// like, never a value.
+func (d *delivery) unmatched(body []byte, why string) {
+	req := d.req
+	if req == nil {
+		req = contract.NewRequest(d.r, d.path, nil, netip.Addr{})
+	}
+	sh := req.Shape()
+	if body == nil {
+		sh.Form, sh.JSON = nil, nil // not read: only the method refused it
+	}
+	attrs := []any{"reason", why, "unmatched", d.rt.UnmatchedReason(), "method", sh.Method, "content_type", sh.ContentType,
+		"query_fields", strings.Join(sh.Query, ","), "form_fields", strings.Join(sh.Form, ","), "json_fields", strings.Join(sh.JSON, ",")}
+	if d.rt.ForwardsUnmatched(d.r.Method) {
+		d.p.m.unmatched.WithLabelValues(d.rt.Path, UnmatchedForwarded).Inc()
+		d.done(OutcomeUnmatched, 0, append(attrs, "action", UnmatchedForwarded, "forwarded", true)...)
+		if body != nil {
+			d.forwardPlain()
+		} else {
+			d.p.pass.ServeHTTP(d.w, d.r)
+		}
+		return
+	}
+	d.p.m.unmatched.WithLabelValues(d.rt.Path, UnmatchedRefused).Inc()
+	attrs = append(attrs, "action", UnmatchedRefused)
+	if !d.rt.AcceptsMethod(d.r.Method) {
+		d.done(OutcomeUnmatched, http.StatusMethodNotAllowed, attrs...)
+		answerMethodNotAllowed(d.w, d.rt.Allowed())
+		return
+	}
+	d.done(OutcomeUnmatched, http.StatusForbidden, attrs...)
+	answerUnmatched(d.w)
+}
+
+// decide runs rows 2 and 3 of the decision table for the chosen sender,
+// then the claim.
+func (d *delivery) decide(in contract.Inspection) {
+	s, w := d.s, d.w
+	// 2. Signature: an unverified message never occupies an event id.
+	if err := in.SigErr; err != nil {
+		if s.Shadow() {
+			d.done(OutcomeRejectedSignature, 0, "reason", err.Error())
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeRejectedSignature, http.StatusUnauthorized, "reason", err.Error())
+		answerBadSignature(w, err.Error())
+		return
+	}
+
+	// 3. Forwarded without dedupe by the sender's choice (dedupe: off,
+	// no_dedupe, a preset's shape no key tells apart): proxy/passthrough.go.
+	if in.Passthrough != "" {
+		if d.objectKey(in) {
+			d.passthrough(in.Passthrough)
+		}
+		return
+	}
+	// Key and payload hash. A key no event id should hold (control
+	// characters, invalid UTF-8) is refused whatever missing_key says.
+	if err := in.Unkeyed(); err != nil {
+		if s.Forwardable(err, in.Request) {
+			if s.MissingKey == contract.MissingPass {
+				if d.objectKey(in) {
+					d.passthrough("missing_key: pass: " + err.Error())
+				}
+				return
+			}
+			d.done(OutcomeMissingKey, 0, "reason", err.Error())
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeMissingKey, http.StatusBadRequest, "reason", err.Error())
+		answerMissingKey(w, err.Error())
+		return
+	}
+	d.key, d.hash, d.legacyHash = in.Key, in.Hash, in.LegacyHash
+	if d.objectKey(in) {
+		d.claimLoop()
+	}
+}
+
+// objectKey takes the delivery's business object (serialize) from the
+// inspection, for a claimed delivery and one forwarded without dedupe
+// alike. serialize is never silently off: an object key that is there but
+// unreadable is refused as an unreadable event key is (a copy of a
+// captured delivery with the header sent twice cannot run beside its
+// object's other deliveries): answered here, false. An absent one runs
+// unserialized, logged (object_err) and counted. Shadow mode forwards
+// either way.
+func (d *delivery) objectKey(in contract.Inspection) bool {
+	d.object = in.Object
+	err := in.ObjectErr
+	if err == nil {
+		return true
+	}
+	d.objectErr = err
+	if contract.KeyUnreadable(err) && !d.s.Shadow() {
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", "serialize key unreadable")
+		answerUnreadable(d.w, "the serialize key cannot be read as the site reads it: "+err.Error())
+		return false
+	}
+	d.p.m.unserial.WithLabelValues(d.s.Name).Inc()
+	return true
+}

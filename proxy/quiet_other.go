@@ -1,9 +1,0 @@
-//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
-
-package proxy
-
-import "net"
-
-// quiet cannot look into a socket on this system, so no connection to the
-// site is ever reused.
-func quiet(net.Conn) bool { return false }
