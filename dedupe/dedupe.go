@@ -107,6 +107,14 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer in
 	// time. Nothing is known to have been written.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrNotConfirmed: the write was applied where the store took it (a
+	// Redis primary; a PostgreSQL primary whose wait for its synchronous
+	// standby was cancelled) but the replicas it waits for did not confirm
+	// it, so a failover may lose it. Backends wrap it
+	// together with ErrUnavailable, so a caller that knows only
+	// ErrUnavailable treats it as a store error; a caller that must not
+	// take the write as stored (by re-reading it, say) checks for it.
+	ErrNotConfirmed = errors.New("write not confirmed by the store's replicas")
 	// ErrReadOnly: the store was opened read-only (see ReadOnly) and the
 	// call would write. Nothing was sent to the backend.
 	ErrReadOnly = errors.New("store opened read-only")

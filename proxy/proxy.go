@@ -87,6 +87,9 @@ type Proxy struct {
 	// confirmedGet reads a record only once the store confirms it is
 	// durable (dedupe.ConfirmedReader; Get when the store has none).
 	confirmedGet func(ctx context.Context, sender, key string) (dedupe.Record, error)
+	// confirmsReads: confirmedGet is the store's own confirmed read, good
+	// even after a write its replicas did not confirm.
+	confirmsReads bool
 
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
@@ -115,7 +118,7 @@ func New(o Options) (*Proxy, error) {
 	p.locker, _ = o.Store.(dedupe.ObjectLocker)
 	p.confirmedGet = o.Store.Get
 	if cr, ok := o.Store.(dedupe.ConfirmedReader); ok {
-		p.confirmedGet = cr.GetConfirmed
+		p.confirmedGet, p.confirmsReads = cr.GetConfirmed, true
 	}
 	if p.locker == nil {
 		for _, s := range o.Contract.Senders {

@@ -23,6 +23,11 @@ import (
 func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored bool) {
 	resp := storable(d.s, c)
 	pause := 100 * time.Millisecond
+	// unconfirmed: an attempt was applied but the store's replicas did not
+	// confirm it (Redis wait_replicas): the record then reads as stored
+	// where a failover may still lose it, so after it only a confirmed read
+	// (a dedupe.ConfirmedReader store) proves anything.
+	unconfirmed := false
 	for attempt := 1; ; attempt++ {
 		err := d.p.storeCall(d.r, d.s, "complete", func(ctx context.Context) error {
 			return d.p.store.Complete(ctx, d.s.Name, d.key, d.owner, resp, att)
@@ -30,8 +35,10 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored boo
 		if err == nil {
 			return true
 		}
+		unconfirmed = unconfirmed || errors.Is(err, dedupe.ErrNotConfirmed)
+		readable := !unconfirmed || d.p.confirmsReads
 		if errors.Is(err, dedupe.ErrNotOwner) {
-			if attempt == 1 {
+			if attempt == 1 || !readable {
 				return d.notStored("answer not stored: the claim was taken over or released meanwhile")
 			}
 			// An earlier attempt may have committed, only its reply lost.
@@ -48,6 +55,10 @@ func (d *delivery) complete(c *capture, b *beat, att dedupe.Attempt) (stored boo
 		if b.leaseLeft() <= pause {
 			// A write the store applied after its reply was lost (a frozen
 			// or cut database) is not a lost answer: look before saying so.
+			if !readable {
+				return d.notStored("answer not stored before the lease ran out (the store's replicas did not confirm it): a retry will run the handler again",
+					"attempts", attempt, "err", err)
+			}
 			if ours, rerr := d.storedByUs(); ours {
 				return true
 			} else if rerr != nil {
@@ -120,7 +131,12 @@ func (d *delivery) hold(att dedupe.Attempt) {
 	err := d.p.storeCall(d.r, d.s, "hold", func(ctx context.Context) error {
 		return d.p.store.Hold(ctx, d.s.Name, d.key, d.owner, att)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, dedupe.ErrNotConfirmed):
+		// Held where the store took it; a failover may still lose the
+		// hold, and the claim then frees itself at its lease.
+		d.log.Warn("claim held but not confirmed by the store's replicas: after a failover it frees itself when its lease ends", "key", d.key, "err", err)
+	case err != nil:
 		d.log.Warn("claim not held: it frees itself when its lease ends", "key", d.key, "err", err)
 	}
 }

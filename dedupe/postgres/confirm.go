@@ -41,7 +41,7 @@ const warningsKey = "hookonce.warnings"
 
 // errUnconfirmed answers a write whose commit the server made locally but
 // did not confirm.
-var errUnconfirmed = errors.New("commit not confirmed: the server warned (its wait for synchronous replication was cancelled?) that it may have committed locally only")
+var errUnconfirmed = fmt.Errorf("%w: the server warned (its wait for synchronous replication was cancelled?) that it may have committed locally only", dedupe.ErrNotConfirmed)
 
 // countWarnings is the connections' OnNotice handler (set by open); next is
 // the one the configuration had, if any. It runs on the goroutine reading

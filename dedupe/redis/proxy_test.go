@@ -1,6 +1,9 @@
 package redis_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +63,68 @@ wait_timeout: 2s`
 func TestAcceptConflict(t *testing.T) {
 	srv := redistest.Start(t)
 	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
+}
+
+// wait_replicas through the proxy, over a replication link that stalls:
+// a new event is refused with 503 + Retry-After and the site is not
+// called; once the link is back the retry runs once. A completion the
+// replica cannot confirm is retried while the lease lasts and then
+// reported as not stored (counted), never taken as stored by re-reading
+// the primary's unconfirmed record.
+func TestWaitReplicasThroughProxy(t *testing.T) {
+	primary, link := primaryWithReplica(t)
+	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=300ms"
+	stallAtSite := make(chan struct{}, 1)
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stallAtSite:
+			link.Stall() // while the site works: the completion cannot be confirmed
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})
+	const config = `
+defaults:
+  store_timeout: 1s
+  lease: 2s
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { body: id } ]
+`
+	in := proxytest.Start(t, mustOpen(t, url), site.URL, config)
+	hook := in.URL + "/hooks/shop"
+
+	link.Stall()
+	r := proxytest.Post(t, hook, `{"id":"wait-claim"}`)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("claim over a stalled link: %d %q (Retry-After %q), want 503 with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if n := site.Executions("wait-claim"); n != 0 {
+		t.Fatalf("site ran %d times for an unconfirmed claim, want 0", n)
+	}
+	link.Resume()
+	if r := proxytest.Post(t, hook, `{"id":"wait-claim"}`); r.Status != http.StatusOK {
+		t.Fatalf("retry once the link is back: %d %s", r.Status, r.Body)
+	}
+	if r := proxytest.Post(t, hook, `{"id":"wait-claim"}`); !r.Replayed() {
+		t.Fatalf("duplicate: %d %s, want a replay", r.Status, r.Body)
+	}
+	if n := site.Executions("wait-claim"); n != 1 {
+		t.Fatalf("site ran %d times, want 1", n)
+	}
+
+	stallAtSite <- struct{}{}
+	r = proxytest.Post(t, hook, `{"id":"wait-complete"}`)
+	link.Resume()
+	if r.Status != http.StatusOK {
+		t.Fatalf("event whose completion is not confirmed: %d %s, want the site's 200", r.Status, r.Body)
+	}
+	if got := proxytest.Metric(t, in.Registry, "hookonce_answers_not_stored_total"); got != 1 {
+		t.Errorf("hookonce_answers_not_stored_total = %v, want 1\n%s", got, in.Logs.String())
+	}
+	if !strings.Contains(in.Logs.String(), "not confirmed by the store's replicas") {
+		t.Errorf("logs do not say why the answer is not stored:\n%s", in.Logs.String())
+	}
 }

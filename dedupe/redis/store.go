@@ -119,7 +119,8 @@ var _ dedupe.Notifier = (*Store)(nil)
 // number of processes, may share one Redis.
 type Store struct {
 	client  goredis.UniversalClient
-	cluster bool // indexes are updated outside the scripts
+	cluster bool        // indexes are updated outside the scripts
+	wait    waitOptions // the durability option (wait.go); zero: off
 
 	notify *hub
 
@@ -137,17 +138,20 @@ type Store struct {
 //	redis+cluster://host:port[?addr=host2:port2…]      Cluster (rediss+cluster:// for TLS)
 //
 // Options are go-redis's URL options (dial_timeout, read_timeout, pool_size,
-// …). Every call is bounded by its context's deadline as well.
+// …), and hookonce's durability option: wait_replicas=N (with
+// wait_replicas_timeout, default DefaultWaitTimeout) has every claim and
+// completion wait for N replicas, failing closed when they do not answer
+// (wait.go). Every call is bounded by its context's deadline as well.
 func Open(ctx context.Context, url string) (*Store, error) {
 	// go-redis logs dial failures to stderr through a process-wide logger,
 	// once per attempt during an outage; every such error also reaches the
 	// caller (as ErrUnavailable), who logs it once, structured.
 	quietDriver.Do(func() { goredis.SetLogger(discardLogger{}) })
-	client, cluster, err := newClient(url)
+	client, cluster, wait, err := newClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("open redis store: %w", err)
 	}
-	s := &Store{client: client, cluster: cluster}
+	s := &Store{client: client, cluster: cluster, wait: wait}
 	s.notify = newHub(s)
 	if err := s.Ping(ctx); err != nil {
 		_ = client.Close()
@@ -174,11 +178,28 @@ type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
 
-func newClient(url string) (goredis.UniversalClient, bool, error) {
+func newClient(url string) (goredis.UniversalClient, bool, waitOptions, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, false, fmt.Errorf("redis URL %q has no scheme", dedupe.RedactDSN(url))
+		return nil, false, waitOptions{}, fmt.Errorf("redis URL %q has no scheme", dedupe.RedactDSN(url))
 	}
+	rest, wait, err := splitWait(rest)
+	if err != nil {
+		return nil, false, wait, fmt.Errorf("redis URL %q: %w", dedupe.RedactDSN(url), err)
+	}
+	client, cluster, err := newDriver(url, scheme, rest)
+	if err == nil {
+		err = wait.fits(client)
+		if err != nil {
+			_ = client.Close()
+			client = nil
+			err = fmt.Errorf("redis URL %q: %w", dedupe.RedactDSN(url), err)
+		}
+	}
+	return client, cluster, wait, err
+}
+
+func newDriver(url, scheme, rest string) (goredis.UniversalClient, bool, error) {
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" && base != "unix" {
 		return nil, false, fmt.Errorf("redis URL scheme %q: want redis, rediss or unix", scheme)
@@ -329,10 +350,26 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		keepHead, head = "1", string(b)
 	}
 	r := newRef(req.Sender, req.Key)
-	res, err := claimScript.Run(ctx, s.client, s.keys(r, 5),
-		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head)...).StringSlice()
+	cmd, confirmed, err := s.run(ctx, claimScript, s.keys(r, 5),
+		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head)...)
+	if err != nil {
+		if s.wait.replicas > 0 && !isScriptError(err) {
+			// The reply may be lost after the claim was applied (the WAIT
+			// makes that more likely when the deadline is short): give it
+			// back by its owner token, which is this attempt's alone, so
+			// the retry does not wait for its lease.
+			s.releaseUnconfirmed(ctx, req.Sender, req.Key, req.Owner)
+		}
+		return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), err)
+	}
+	res, err := cmd.StringSlice()
 	if err != nil {
 		return dedupe.ClaimResult{}, unavailable(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), err)
+	}
+	if confirmed != nil && len(res) > 0 && (res[0] == "claimed" || res[0] == "taken_over") {
+		// Not forwarded on: a failover may lose this claim (wait.go).
+		s.releaseUnconfirmed(ctx, req.Sender, req.Key, req.Owner)
+		return dedupe.ClaimResult{}, notConfirmed(fmt.Sprintf("claim %s/%s", req.Sender, req.Key), confirmed)
 	}
 	if len(res) == 0 {
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: empty script reply", req.Sender, req.Key)
@@ -428,13 +465,29 @@ func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string
 		return fmt.Errorf("%s %s/%s: encode attempt: %w", op, sender, key, err)
 	}
 	r := newRef(sender, key)
-	n, err := finishScript.Run(ctx, s.client, s.keys(r, 1),
-		r.args(state, owner, status, hdr, body, trunc, line, dedupe.MaxAttempts)...).Int()
+	args := r.args(state, owner, status, hdr, body, trunc, line, dedupe.MaxAttempts)
+	var cmd *goredis.Cmd
+	var confirmed error
+	if state == "released" {
+		// Never waited for: a lost release only brings the claim back,
+		// which frees itself at its lease (wait.go).
+		cmd = finishScript.Run(ctx, s.client, s.keys(r, 1), args...)
+		err = cmd.Err()
+	} else {
+		cmd, confirmed, err = s.run(ctx, finishScript, s.keys(r, 1), args...)
+	}
+	if err != nil {
+		return unavailable(fmt.Sprintf("%s %s/%s", op, sender, key), err)
+	}
+	n, err := cmd.Int()
 	if err != nil {
 		return unavailable(fmt.Sprintf("%s %s/%s", op, sender, key), err)
 	}
 	if n != 1 {
 		return fmt.Errorf("%s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
+	}
+	if confirmed != nil {
+		return notConfirmed(fmt.Sprintf("%s %s/%s", op, sender, key), confirmed)
 	}
 	return nil
 }
@@ -448,12 +501,21 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 		lease = DefaultLease
 	}
 	r := newRef(sender, key)
-	n, err := renewScript.Run(ctx, s.client, s.keys(r, 1), r.args(owner, ms(lease))...).Int()
+	cmd, confirmed, err := s.run(ctx, renewScript, s.keys(r, 1), r.args(owner, ms(lease))...)
+	if err != nil {
+		return unavailable(fmt.Sprintf("renew %s/%s", sender, key), err)
+	}
+	n, err := cmd.Int()
 	if err != nil {
 		return unavailable(fmt.Sprintf("renew %s/%s", sender, key), err)
 	}
 	if n != 1 {
 		return fmt.Errorf("renew %s/%s: %w", sender, key, dedupe.ErrNotOwner)
+	}
+	if confirmed != nil {
+		// The proxy keeps counting on the lease it had: a lost renewal
+		// must not extend it.
+		return notConfirmed(fmt.Sprintf("renew %s/%s", sender, key), confirmed)
 	}
 	return nil
 }

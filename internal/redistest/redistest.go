@@ -33,6 +33,7 @@ type Server struct {
 	dir  string
 	bin  string
 	args []string // extra redis-server arguments, kept for restarts
+	conf string   // config file given first on the command line (a sentinel's); "" none
 
 	mu   sync.Mutex    // guards cmd and done
 	cmd  *exec.Cmd     // nil while stopped
@@ -120,6 +121,9 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--logfile", logPath,
 		"--daemonize", "no",
+	}
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
 	}
 	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	setDeathSignal(cmd)

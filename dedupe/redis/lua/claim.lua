@@ -47,8 +47,13 @@ if cur[1] then
     if h ~= ARGV[5] then return out('conflict') end
     if st == 'done' then return out('duplicate') end
     if st == 'unknown' then return out('held') end
-    -- A claim retried by the client after a lost reply finds its own owner.
-    if o == ARGV[6] then return out('claimed') end
+    -- A claim retried by the client after a lost reply finds its own owner
+    -- (o written again, same value, so that a WAIT after it covers the
+    -- first write too).
+    if o == ARGV[6] then
+      redis.call('HSET', rec, 'o', o)
+      return out('claimed')
+    end
     if live then return out('in_progress') end
     local newlu = now + tonumber(ARGV[7])
     redis.call('HSET', rec, 'o', ARGV[6], 'lu', newlu)

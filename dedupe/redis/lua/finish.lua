@@ -14,8 +14,14 @@ local cur = redis.call('HMGET', rec, 'st', 'o', 'lo', 'ea', 'at')
 if not cur[1] then return 0 end
 -- A retry of a write whose reply was lost finds it done by this owner. Not
 -- for a release: a released record is claimable by anyone, so a second
--- release is refused (the caller treats that as "already free").
-if state ~= 'released' and cur[1] == state and cur[3] == owner then return 1 end
+-- release is refused (the caller treats that as "already free"). The retry
+-- writes lo again (same value) so that a WAIT after it covers the first
+-- write too: replication is one ordered stream, and WAIT counts from the
+-- connection's last write.
+if state ~= 'released' and cur[1] == state and cur[3] == owner then
+  redis.call('HSET', rec, 'lo', owner)
+  return 1
+end
 if cur[1] ~= 'processing' or cur[2] ~= owner then return 0 end
 if state == 'done' then
   redis.call('HSET', rec, 'st', 'done', 'o', '', 'lo', owner, 'lu', 0, 'ca', now,
