@@ -118,7 +118,7 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	if len(c.ChangedPaths) > 0 {
 		b, err := json.Marshal(c.ChangedPaths)
 		if err != nil {
-			return fmt.Errorf("record conflict %s/%s: %w", c.Sender, c.Key, err)
+			return fmt.Errorf("redis record conflict %s/%s: %w", c.Sender, c.Key, err)
 		}
 		paths = string(b)
 	}
@@ -135,7 +135,7 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	if c.Request != nil {
 		head, err := json.Marshal(storedRequest{Method: c.Request.Method, URI: c.Request.URI, Header: c.Request.Header})
 		if err != nil {
-			return fmt.Errorf("record conflict %s/%s: %w", c.Sender, c.Key, err)
+			return fmt.Errorf("redis record conflict %s/%s: %w", c.Sender, c.Key, err)
 		}
 		args = append(args, "qm", string(head), "qb", string(c.Body))
 		if c.BodyTruncated {
@@ -222,11 +222,11 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		return dedupe.Conflict{}, unavailable(op, err)
 	}
 	if len(found) == 0 {
-		return dedupe.Conflict{}, fmt.Errorf("%s: %w", op, dedupe.ErrNotFound)
+		return dedupe.Conflict{}, fmt.Errorf("redis %s: %w", op, dedupe.ErrNotFound)
 	}
 	c := found[0].c
 	if err := c.Acceptable(); err != nil {
-		return c, fmt.Errorf("%s: %w", op, err)
+		return c, fmt.Errorf("redis %s: %w", op, err)
 	}
 	res, err := acceptScript.Run(ctx, s.client, []string{acceptedHash(sender)}, c.ID, by, c.ExpiresAt.UnixMilli()).Slice()
 	if err != nil || len(res) != 2 {
@@ -235,7 +235,7 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 	v, _ := res[1].(string)
 	setAccepted(&c, v)
 	if won, _ := res[0].(int64); won != 1 {
-		return c, fmt.Errorf("%s: %w", op, c.Acceptable())
+		return c, fmt.Errorf("redis %s: %w", op, c.Acceptable())
 	}
 	return c, nil
 }

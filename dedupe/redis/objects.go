@@ -91,7 +91,7 @@ func (s *Store) RenewObject(ctx context.Context, scope, object, owner string, le
 		return unavailable(fmt.Sprintf("renew object %s/%s", scope, object), err)
 	}
 	if n != 1 {
-		return fmt.Errorf("renew object %s/%s: %w", scope, object, dedupe.ErrNotOwner)
+		return fmt.Errorf("redis renew object %s/%s: %w", scope, object, dedupe.ErrNotOwner)
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ func (s *Store) UnlockObject(ctx context.Context, scope, object, owner string) e
 		return unavailable(fmt.Sprintf("unlock object %s/%s", scope, object), err)
 	}
 	if n != 1 {
-		return fmt.Errorf("unlock object %s/%s: %w", scope, object, dedupe.ErrNotOwner)
+		return fmt.Errorf("redis unlock object %s/%s: %w", scope, object, dedupe.ErrNotOwner)
 	}
 	return nil
 }

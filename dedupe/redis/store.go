@@ -345,7 +345,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if req.Request != nil {
 		b, err := json.Marshal(storedRequest{Method: req.Request.Method, URI: req.Request.URI, Header: req.Request.Header})
 		if err != nil {
-			return dedupe.ClaimResult{}, fmt.Errorf("claim %s/%s: encode request: %w", req.Sender, req.Key, err)
+			return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: encode request: %w", req.Sender, req.Key, err)
 		}
 		keepHead, head = "1", string(b)
 	}
@@ -432,7 +432,7 @@ func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp de
 	if len(resp.Header) > 0 {
 		b, err := json.Marshal(resp.Header)
 		if err != nil {
-			return fmt.Errorf("complete %s/%s: encode headers: %w", sender, key, err)
+			return fmt.Errorf("redis complete %s/%s: encode headers: %w", sender, key, err)
 		}
 		hdr = string(b)
 	}
@@ -462,7 +462,7 @@ func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string
 	}
 	line, err := encodeAttempt(att)
 	if err != nil {
-		return fmt.Errorf("%s %s/%s: encode attempt: %w", op, sender, key, err)
+		return fmt.Errorf("redis %s %s/%s: encode attempt: %w", op, sender, key, err)
 	}
 	r := newRef(sender, key)
 	args := r.args(state, owner, status, hdr, body, trunc, line, dedupe.MaxAttempts)
@@ -484,7 +484,7 @@ func (s *Store) finish(ctx context.Context, op, sender, key, owner, state string
 		return unavailable(fmt.Sprintf("%s %s/%s", op, sender, key), err)
 	}
 	if n != 1 {
-		return fmt.Errorf("%s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
+		return fmt.Errorf("redis %s %s/%s: %w", op, sender, key, dedupe.ErrNotOwner)
 	}
 	if confirmed != nil {
 		return notConfirmed(fmt.Sprintf("%s %s/%s", op, sender, key), confirmed)
@@ -510,7 +510,7 @@ func (s *Store) Renew(ctx context.Context, sender, key, owner string, lease time
 		return unavailable(fmt.Sprintf("renew %s/%s", sender, key), err)
 	}
 	if n != 1 {
-		return fmt.Errorf("renew %s/%s: %w", sender, key, dedupe.ErrNotOwner)
+		return fmt.Errorf("redis renew %s/%s: %w", sender, key, dedupe.ErrNotOwner)
 	}
 	if confirmed != nil {
 		// The proxy keeps counting on the lease it had: a lost renewal
@@ -527,12 +527,12 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 	}
 	line, err := encodeAttempt(att)
 	if err != nil {
-		return "", fmt.Errorf("free %s/%s: encode attempt: %w", sender, key, err)
+		return "", fmt.Errorf("redis free %s/%s: encode attempt: %w", sender, key, err)
 	}
 	r := newRef(sender, key)
 	was, err := freeScript.Run(ctx, s.client, s.keys(r, 1), r.args(line, dedupe.MaxAttempts)...).Text()
 	if errors.Is(err, goredis.Nil) {
-		return "", fmt.Errorf("free %s/%s: %w", sender, key, dedupe.ErrNotFound)
+		return "", fmt.Errorf("redis free %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
 	if err != nil {
 		return "", unavailable(fmt.Sprintf("free %s/%s", sender, key), err)
@@ -554,7 +554,7 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 		return unavailable(fmt.Sprintf("forget %s/%s", sender, key), err)
 	}
 	if res != "removed" {
-		return fmt.Errorf("forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
+		return fmt.Errorf("redis forget %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
 	return nil
 }
@@ -607,7 +607,7 @@ func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, err
 		return dedupe.Record{}, unavailable(fmt.Sprintf("get %s/%s", sender, key), err)
 	}
 	if len(m) == 0 {
-		return dedupe.Record{}, fmt.Errorf("get %s/%s: %w", sender, key, dedupe.ErrNotFound)
+		return dedupe.Record{}, fmt.Errorf("redis get %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
 	return recordFromMap(r, m), nil
 }
