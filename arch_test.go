@@ -55,7 +55,17 @@ func TestImportRules(t *testing.T) {
 // tests either; only internal/cli knows every backend; the internal test
 // helpers are imported by tests only.
 func TestImportedOnlyBy(t *testing.T) {
-	helpers := []string{"internal/pgtest", "internal/pgbouncertest", "internal/redistest", "internal/sitetest", "internal/faultproxy", "internal/unprivileged", "internal/providersign", "internal/testenv", "internal/tcpsite", "contract/internal/php/phptest"}
+	helpers := []string{"contract/internal/php/phptest"}
+	kit, err := exec.Command("go", "list", "./internal/testkit/...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range strings.Fields(string(kit)) {
+		helpers = append(helpers, strings.TrimPrefix(p, mod+"/"))
+	}
+	if len(helpers) < 9 {
+		t.Fatalf("internal/testkit holds %d packages, want the test servers and helpers", len(helpers)-1)
+	}
 	backends := []string{"dedupe/sqlite", "dedupe/postgres", "dedupe/redis"}
 	code, tests := importers(t), importers(t, "-test")
 	for imp, by := range tests {

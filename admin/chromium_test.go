@@ -20,7 +20,7 @@ import (
 
 	"github.com/hookonce/hookonce/admin"
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -10,7 +10,7 @@ package bench_test
 //
 //	go test ./bench -run '^$' -bench Postgres -benchtime 2s
 //
-// The server is a throwaway cluster on loopback (internal/pgtest) with
+// The server is a throwaway cluster on loopback (internal/testkit/pgtest) with
 // fsync and synchronous_commit on, so that a claim costs what it costs in
 // production. The store uses its default pool size.
 
@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 func BenchmarkPostgres(b *testing.B) {

@@ -26,7 +26,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/hookonce/hookonce/dedupe/redis"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 func BenchmarkRedis(b *testing.B) {

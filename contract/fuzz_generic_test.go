@@ -22,7 +22,7 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/contract"
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 )
 
 // genericSeeds are the seed corpora of the targets below (see seedsFor).

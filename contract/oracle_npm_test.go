@@ -36,8 +36,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/providersign"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 const (
@@ -325,7 +325,7 @@ func TestNPMOracleTBank(t *testing.T) {
 
 // The oracle's own signers must agree with the published examples, or a
 // shared mistake could make hookonce and them agree (Robokassa's and
-// T-Bank's are internal/providersign's, checked there).
+// T-Bank's are internal/testkit/providersign's, checked there).
 func TestOracleSignersMatchPublishedExamples(t *testing.T) {
 	if !hmac.Equal([]byte(signCloudPayments("cp-api-secret", `{"TransactionId":504,"Amount":10.0,"Status":"Completed"}`)), []byte("sPyhAAIRqc+s6XpbloWy9Tate22nW+wiUmYnFg5FU5k=")) {
 		t.Error("cloudpayments signer")

@@ -20,7 +20,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract/internal/php"
 	"github.com/hookonce/hookonce/contract/internal/php/phptest"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // These tests hold hookonce's reading of request bodies to PHP 8.2's

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 )
 
 // bitrixVMFront is BitrixVM's site server block, cut down: its own proxy

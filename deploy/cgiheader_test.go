@@ -13,7 +13,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 )
 
 const cgiSecret = "cgi-s3cret"

@@ -22,7 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/contract"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // serveDrainDefault is serve's --drain-timeout default (internal/cli/serve.go).

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

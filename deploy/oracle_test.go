@@ -54,7 +54,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 	"github.com/hookonce/hookonce/proxy"
 )
 

@@ -20,7 +20,7 @@ package deploy_test
 // Each variant must compare at least oracleMinCompared requests on a
 // sender's route per way, and its disagreements are printed per variant.
 // A variant whose server is not installed is skipped, saying which
-// (under CI: failed, internal/testenv). docs/deployment.md, "Site setups
+// (under CI: failed, internal/testkit/testenv). docs/deployment.md, "Site setups
 // hookonce is checked against", lists them and what each one means for
 // an operator.
 //
@@ -35,7 +35,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 )
 
 // oracleVariant is one site setup.

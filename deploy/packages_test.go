@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 )
 
 // quickstartConfig is the YAML block after <!-- quickstart-config --> in

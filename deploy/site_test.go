@@ -3,7 +3,7 @@ package deploy_test
 // A Bitrix shop on nginx + php-fpm, for real: the front nginx runs
 // nginx/hookonce.conf (with hookonce-webhook.conf), hookonce runs in this
 // process, and the server it forwards to runs nginx/hookonce-site.conf in
-// front of php-fpm (internal/sitetest). Executions are counted at PHP.
+// front of php-fpm (internal/testkit/sitetest). Executions are counted at PHP.
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 	"github.com/hookonce/hookonce/probe"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"

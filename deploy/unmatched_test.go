@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

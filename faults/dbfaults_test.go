@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/faultproxy"
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/faultproxy"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

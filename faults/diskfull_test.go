@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // diskConfig: a 1s lease, so that an answer that could not be stored is

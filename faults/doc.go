@@ -9,7 +9,7 @@
 //     SQLite, PostgreSQL and Redis; restart, retry, count.
 //   - dbfaults_test.go: PostgreSQL restarted and frozen, Redis restarted
 //     with and without AOF, and connections cut mid-transaction by a TCP
-//     proxy (internal/faultproxy), all under a mixed load.
+//     proxy (internal/testkit/faultproxy), all under a mixed load.
 //   - diskfull_test.go: SQLite on a full tmpfs (a filler, and one so small
 //     that the WAL fills it), recovery without restart; an unreadable or
 //     corrupt database at start (startup_test.go: refused, or, damaged past

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 // killConfig: a 1s lease so that a dead process's claim is taken over

@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // binary is `hookonce` built once for this test binary (CGO_ENABLED=0, the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 // soakConfig: as in the load runs.

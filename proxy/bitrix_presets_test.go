@@ -23,7 +23,7 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

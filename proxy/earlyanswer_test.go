@@ -19,7 +19,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/tcpsite"
+	"github.com/hookonce/hookonce/internal/testkit/tcpsite"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/tcpsite"
+	"github.com/hookonce/hookonce/internal/testkit/tcpsite"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

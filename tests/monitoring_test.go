@@ -27,7 +27,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/pgbouncertest"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgbouncertest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 // The operator's commands through PgBouncer in transaction pooling mode

@@ -26,7 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/view"
-	"github.com/hookonce/hookonce/internal/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
-	"github.com/hookonce/hookonce/internal/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

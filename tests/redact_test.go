@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

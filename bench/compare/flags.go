@@ -19,8 +19,8 @@
 // never runs it (only its flag parsing is tested).
 //
 // It is built only with the benchcompare build tag, because it wires the
-// store backends and the internal test servers (internal/pgtest,
-// internal/redistest) into a program, which ARCHITECTURE.md's import rules
+// store backends and the internal test servers (internal/testkit/pgtest,
+// internal/testkit/redistest) into a program, which ARCHITECTURE.md's import rules
 // (arch_test.go) allow only to internal/cli and to tests. Without the tag
 // the command checks its flags and says how to run it.
 package main

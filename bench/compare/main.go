@@ -26,8 +26,8 @@ import (
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/dedupe/redis"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 	"github.com/hookonce/hookonce/proxy"
 )
 

@@ -51,7 +51,7 @@ type nginxProc struct {
 
 // startNginx runs nginx on a free loopback port with proxy_pass and an
 // upstream keepalive pool in front of upstream (host:port), with a
-// throwaway prefix directory, as internal/sitetest does.
+// throwaway prefix directory, as internal/testkit/sitetest does.
 func startNginx(upstream string, conns int) (*nginxProc, error) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {

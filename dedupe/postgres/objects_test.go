@@ -14,7 +14,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 // migrationFiles lists the embedded migrations, oldest first.

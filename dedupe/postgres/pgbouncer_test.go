@@ -10,8 +10,8 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgbouncertest"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgbouncertest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

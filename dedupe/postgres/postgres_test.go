@@ -10,7 +10,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

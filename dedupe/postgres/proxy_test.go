@@ -20,8 +20,8 @@ import (
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )

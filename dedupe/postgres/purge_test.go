@@ -11,7 +11,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 // Purge finds what is expired through the index, as an index condition:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

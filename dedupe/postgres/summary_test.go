@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
 // BenchmarkSummary100k measures the overview page's aggregate on 100,000

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

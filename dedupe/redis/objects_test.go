@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 func mustLockObject(t *testing.T, s dedupe.ObjectLocker, scope, object, owner string, lease time.Duration) {

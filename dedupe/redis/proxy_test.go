@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/redis"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 func TestTrafficConformance(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/redis"
-	"github.com/hookonce/hookonce/internal/faultproxy"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/faultproxy"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 func TestWaitReplicasURL(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/dedupetest"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
-	"github.com/hookonce/hookonce/internal/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 )
 
 func ctxT(t *testing.T) context.Context {

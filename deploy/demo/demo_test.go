@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 func TestDemoShowsDuplicatesOnlyWithoutHookonce(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 // The unix:// form redis.Open documents reaches Redis over its socket,

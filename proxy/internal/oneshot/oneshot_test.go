@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/tcpsite"
+	"github.com/hookonce/hookonce/internal/testkit/tcpsite"
 )
 
 func oneShotRequest(t *testing.T, ctx context.Context, addr, body string) *http.Request {

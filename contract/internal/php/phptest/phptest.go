@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // Need returns the php binary's path, or ends t by the testenv rule.

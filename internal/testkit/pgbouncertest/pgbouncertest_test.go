@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgbouncertest"
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgbouncertest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

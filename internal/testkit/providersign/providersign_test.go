@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/providersign"
+	"github.com/hookonce/hookonce/internal/testkit/providersign"
 )
 
 // The signers must agree with the providers' published examples, or a

@@ -3,7 +3,7 @@ package sitetest_test
 import (
 	"testing"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 )
 
 const requestOrder = `<?php

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // Server is one redis-server process started by this package.

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hookonce/hookonce/internal/faultproxy"
+	"github.com/hookonce/hookonce/internal/testkit/faultproxy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

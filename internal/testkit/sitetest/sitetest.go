@@ -41,7 +41,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
 // Conf is what a site's nginx server block must use.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/sitetest"
+	"github.com/hookonce/hookonce/internal/testkit/sitetest"
 )
 
 const hook = `<?php

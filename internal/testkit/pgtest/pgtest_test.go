@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/redistest"
 )
 
 func TestStopAndStartKeepThePort(t *testing.T) {

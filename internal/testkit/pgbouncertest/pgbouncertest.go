@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/pgtest"
-	"github.com/hookonce/hookonce/internal/testenv"
-	"github.com/hookonce/hookonce/internal/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/testenv"
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
