@@ -12,15 +12,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/internal/testkit/pgbouncertest"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
-	"github.com/hookonce/hookonce/proxy/proxytest"
 )
-
-// behindPgBouncer answers a new database's DSN through b, with
-// pooler=transaction and query (more DSN parameters) appended.
-func behindPgBouncer(t *testing.T, b *pgbouncertest.Bouncer, query string) string {
-	t.Helper()
-	return b.Via(pgtest.Shared(t).NewDatabase(t)) + "&pooler=transaction" + query
-}
 
 // Stock PgBouncer (transaction pooling, no ignore_startup_parameters)
 // refuses the session settings hookonce sends as startup parameters by
@@ -56,21 +48,21 @@ func TestPgBouncerConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dsn := behindPgBouncer(t, b, query)
+			dsn := b.Database(t, query)
 			dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 			if mode == "" {
 				// The other suites in the mode pooler=transaction picks;
 				// traffic's reads through a read-only store.
 				t.Run("objects", func(t *testing.T) {
-					dsn := behindPgBouncer(t, b, query)
+					dsn := b.Database(t, query)
 					dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 				})
 				t.Run("summary", func(t *testing.T) {
-					dsn := behindPgBouncer(t, b, query)
+					dsn := b.Database(t, query)
 					dedupetest.RunSummaryConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 				})
 				t.Run("traffic", func(t *testing.T) {
-					dsn := behindPgBouncer(t, b, query)
+					dsn := b.Database(t, query)
 					dedupetest.RunTrafficConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) }, openReadOnly(dsn))
 				})
 			}
@@ -85,7 +77,7 @@ func TestPgBouncerConformance(t *testing.T) {
 // The read-only store's own writes are refused by the server.
 func TestPgBouncerReadOnlyDoesNotPoisonPool(t *testing.T) {
 	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{PoolSize: 1})
-	dsn := behindPgBouncer(t, b, "")
+	dsn := b.Database(t, "")
 	rw := mustNew(t, dsn)
 	ctx := ctxFor(t, 20*time.Second)
 	first := claimReq("before", "h")
@@ -137,26 +129,13 @@ func TestPgBouncerReadOnlyDoesNotPoisonPool(t *testing.T) {
 	}
 }
 
-// A replica storm through PgBouncer: three hookonce replicas, each with a
-// store of its own (its own pool), all through one PgBouncer in
-// transaction pooling mode with two server connections; 25 events × 8
-// copies at once, spread over the replicas. Each event runs once at the
-// site, every delivery gets a 2xx (the copies the replayed answer), and
-// every answer is stored.
-func TestPgBouncerReplicaStorm(t *testing.T) {
-	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{})
-	dsn := behindPgBouncer(t, b, "")
-	proxytest.RunStorm(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) },
-		proxytest.Storm{Replicas: 3, Events: 25, Copies: 8, Prefix: "storm"})
-}
-
 // With pooler=transaction hookonce sends no session settings: Warnings
 // (logged by serve at start) names those the role lacks, with the ALTER
 // ROLE that sets them, and nothing once the role has them.
 func TestPgBouncerRoleSettings(t *testing.T) {
 	srv := pgtest.Shared(t)
 	b := pgbouncertest.Start(t, srv, pgbouncertest.Options{})
-	bare := mustNew(t, behindPgBouncer(t, b, ""))
+	bare := mustNew(t, b.Database(t, ""))
 	got := strings.Join(bare.Warnings(ctxFor(t, 5*time.Second)), "\n")
 	for _, want := range []string{"idle_in_transaction_session_timeout, lock_timeout, statement_timeout",
 		`ALTER ROLE "postgres" SET lock_timeout = '5s';`} {
@@ -183,23 +162,5 @@ func TestPgBouncerRoleSettings(t *testing.T) {
 	// Without pooler=transaction hookonce sends them itself: nothing to say.
 	if w := mustNew(t, srv.NewDatabase(t)).Warnings(ctxFor(t, 5*time.Second)); len(w) != 0 {
 		t.Errorf("Warnings without a pooler: %q", w)
-	}
-}
-
-// hookonce serve itself, through PgBouncer with pooler=transaction: it
-// starts (it used to exit at start on pgx's prepared statements), runs an
-// event once and replays its stored answer.
-func TestPgBouncerServe(t *testing.T) {
-	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{})
-	site := proxytest.NewUpstream(t, nil)
-	_, url := startBinary(t, behindPgBouncer(t, b, ""), site.URL)
-	first := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)
-	again := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)
-	if first.Status != http.StatusOK || first.Replayed() || again.Status != http.StatusOK || !again.Replayed() {
-		t.Fatalf("through serve and PgBouncer: %d replayed=%v, then %d replayed=%v %s",
-			first.Status, first.Replayed(), again.Status, again.Replayed(), again.Body)
-	}
-	if n := site.Executions("serve-1"); n != 1 {
-		t.Fatalf("site ran %d times, want 1", n)
 	}
 }

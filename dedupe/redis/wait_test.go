@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,26 +54,10 @@ func TestWaitReplicasURL(t *testing.T) {
 	}
 }
 
-// primaryWithReplica starts a primary and one replica behind a Link.
-func primaryWithReplica(t *testing.T) (*redistest.Server, *redistest.Link) {
-	t.Helper()
-	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0") // the replica syncs at once
-	link := redistest.StartLink(t, primary.Addr)
-	redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(link.Port()))
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.HasPrefix(primary.Do(t, "WAIT", "1", "100"), ":1") {
-		if time.Now().After(deadline) {
-			t.Fatal("replica not in sync after 20s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return primary, link
-}
-
 // The conformance suite with every claim and completion waiting for a
 // real replica.
 func TestConformanceWaitReplicas(t *testing.T) {
-	primary, _ := primaryWithReplica(t)
+	primary, _ := redistest.StartPrimaryWithReplica(t)
 	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=2s"
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, url) })
 }
@@ -99,7 +82,7 @@ func TestWaitReplicasCluster(t *testing.T) {
 // given back (the retry claims it at once); a completion is refused as not
 // confirmed and confirmed by its retry once the replica has it.
 func TestWaitReplicasFailsClosed(t *testing.T) {
-	primary, link := primaryWithReplica(t)
+	primary, link := redistest.StartPrimaryWithReplica(t)
 	// Long enough for a replica on a loaded machine, and paid
 	// only by the writes a stalled link leaves unconfirmed.
 	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=500ms")
@@ -159,7 +142,7 @@ func TestWaitReplicasFailsClosed(t *testing.T) {
 // it back by its owner token, so the sender's retry is claimed at once
 // rather than after the lease.
 func TestWaitReplicasLostClaimReplyIsGivenBack(t *testing.T) {
-	primary, _ := primaryWithReplica(t)
+	primary, _ := redistest.StartPrimaryWithReplica(t)
 	fp, err := faultproxy.Start(primary.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +150,7 @@ func TestWaitReplicasLostClaimReplyIsGivenBack(t *testing.T) {
 	t.Cleanup(func() { _ = fp.Close() })
 	// max_retries=-1: go-redis would otherwise resend the claim on a new
 	// connection, and the retry (same owner) would answer it.
-	s := mustOpen(t, "redis://"+fp.Addr()+"/0?max_retries=-1&wait_replicas=1&wait_replicas_timeout=500ms")
+	s := mustOpen(t, "redis://"+fp.Addr()+"/0?max_retries=-1&wait_replicas=1&wait_replicas_timeout=2s")
 	sender := fmt.Sprintf("lostreply-%d", time.Now().UnixNano())
 	ctx := ctxT(t, 10*time.Second)
 	// A first claim loads the script and leaves a connection in the pool,

@@ -262,3 +262,12 @@ func (b *Bouncer) LogTail() string {
 	}
 	return string(all)
 }
+
+// Database makes a new database on the shared PostgreSQL server
+// (pgtest.Shared) and returns its DSN through b, with pooler=transaction
+// (hookonce's setting for a transaction pooler) and query appended
+// ("&name=value…").
+func (b *Bouncer) Database(t testing.TB, query string) string {
+	t.Helper()
+	return b.Via(pgtest.Shared(t).NewDatabase(t)) + "&pooler=transaction" + query
+}

@@ -433,7 +433,7 @@ var shared struct {
 // Main runs a test package's tests and closes the shared server afterwards:
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-func Main(m *testing.M) int {
+func Main(m interface{ Run() int }) int {
 	shared.mu.Lock()
 	shared.managed = true
 	shared.mu.Unlock()

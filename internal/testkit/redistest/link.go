@@ -2,8 +2,11 @@ package redistest
 
 import (
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Link is a replication link a test can stall: a loopback TCP relay
@@ -181,4 +184,22 @@ func (l *Link) Close() {
 	l.mu.Unlock()
 	_ = l.ln.Close()
 	l.Cut()
+}
+
+// StartPrimaryWithReplica starts a primary and one replica that follows it
+// through a Link (which a test can stall or cut), and waits until the
+// replica is in sync.
+func StartPrimaryWithReplica(t testing.TB) (*Server, *Link) {
+	t.Helper()
+	primary := Start(t, "--repl-diskless-sync-delay", "0") // the replica syncs at once
+	link := StartLink(t, primary.Addr)
+	Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(link.Port()))
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.HasPrefix(primary.Do(t, "WAIT", "1", "100"), ":1") {
+		if time.Now().After(deadline) {
+			t.Fatal("replica not in sync after 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return primary, link
 }

@@ -315,7 +315,7 @@ func Shared(tb testing.TB) *Server {
 // Main runs the package's tests and then stops the shared server:
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
-func Main(m *testing.M) {
+func Main(m interface{ Run() int }) {
 	code := m.Run()
 	if shared.srv != nil {
 		shared.srv.Close()

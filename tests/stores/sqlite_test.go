@@ -1,4 +1,4 @@
-package sqlite_test
+package stores
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // handles on that file stand for them: 10 events × 6 deliveries at once,
 // spread over both proxies, run the site's handler exactly 10 times, every
 // delivery gets a 2xx (proxytest.RunTwoReplicas).
-func TestTwoReplicas(t *testing.T) {
+func TestSQLiteTwoReplicas(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store {
 		s, err := sqlite.Open(context.Background(), path)
@@ -28,7 +28,7 @@ func TestTwoReplicas(t *testing.T) {
 
 // A refused conflict accepted through the proxy runs once at the site
 // (proxytest.RunAcceptConflict).
-func TestAcceptConflict(t *testing.T) {
+func TestSQLiteAcceptConflict(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "accept.db")
 	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store {
 		s, err := sqlite.Open(context.Background(), path)

@@ -1,4 +1,4 @@
-package postgres_test
+package stores
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
-func TestAcceptance(t *testing.T) {
+func TestPostgresAcceptance(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	proxytest.RunAcceptance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }
@@ -35,7 +35,7 @@ func TestAcceptance(t *testing.T) {
 // site and one database: 10 events × 6 deliveries at once, spread over
 // both, run the site's handler exactly 10 times, every delivery gets a 2xx
 // (proxytest.RunTwoReplicas).
-func TestTwoReplicas(t *testing.T) {
+func TestPostgresTwoReplicas(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }
@@ -43,7 +43,7 @@ func TestTwoReplicas(t *testing.T) {
 // Serialize across two replicas on one database: 20 orders × 3 different
 // events at once, a naive check-then-insert handler, every order shipped
 // once (proxytest.RunSerializeReplicas).
-func TestSerializeTwoReplicas(t *testing.T) {
+func TestPostgresSerializeTwoReplicas(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	proxytest.RunSerializeReplicas(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }
@@ -60,7 +60,7 @@ senders:
 // The database is down: a new event is refused with 503 + Retry-After and
 // the site sees nothing; once it is back, the sender's retry is processed
 // once, by the same proxy and store.
-func TestOutageThroughProxy(t *testing.T) {
+func TestPostgresOutageThroughProxy(t *testing.T) {
 	srv := pgtest.Start(t)
 	must := func(op func() error) func(testing.TB) {
 		return func(t testing.TB) {
@@ -77,7 +77,7 @@ func TestOutageThroughProxy(t *testing.T) {
 // A frozen database (SIGSTOP on the server and its backends) answers a new
 // event with 503 + Retry-After within store_timeout, and the site sees
 // nothing. (The store-level test checks that no goroutine is left behind.)
-func TestPausedDatabaseThroughProxy(t *testing.T) {
+func TestPostgresPausedDatabaseThroughProxy(t *testing.T) {
 	srv := pgtest.Start(t)
 	store, err := postgres.Open(ctxFor(t, 30*time.Second), srv.NewDatabase(t)+"&connect_timeout=2")
 	if err != nil {
@@ -230,7 +230,7 @@ func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
 // Its claim stays processing (retries are refused) until the lease ends;
 // then a retry at another instance takes it over and completes. The site
 // ran twice: the documented at-least-once boundary, counted as one takeover.
-func TestCrashedProcessClaimIsTakenOver(t *testing.T) {
+func TestPostgresCrashedProcessClaimIsTakenOver(t *testing.T) {
 	starters := []struct {
 		name  string
 		start func(t *testing.T, dsn, upstream string) (*exec.Cmd, string)
@@ -322,7 +322,7 @@ func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream s
 
 // A refused conflict accepted through the proxy runs once at the site
 // (proxytest.RunAcceptConflict).
-func TestAcceptConflict(t *testing.T) {
+func TestPostgresAcceptConflict(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 }

@@ -1,4 +1,4 @@
-package redis_test
+package stores
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestSentinelFailoverWaitReplicas(t *testing.T) {
 		runs = sentinelRuns()
 	}
 	for i := range runs {
-		r := runFailover(t, fmt.Sprintf("wait-%d", i), scenario{query: "wait_replicas=1&wait_replicas_timeout=300ms"})
+		r := runSentinelFailover(t, fmt.Sprintf("wait-%d", i), sentinelScenario{query: "wait_replicas=1&wait_replicas_timeout=300ms"})
 		t.Logf("wait_replicas=1, run %d: %v", i+1, r)
 		if r.twice != 0 {
 			t.Errorf("wait_replicas=1, run %d: %d events ran twice across the failover, want 0 (%v)", i+1, r.twice, r)
@@ -58,7 +58,7 @@ func TestSentinelFailoverNoWait(t *testing.T) {
 	total := 0
 	n := sentinelRuns()
 	for i := range n {
-		r := runFailover(t, fmt.Sprintf("nowait-%d", i), scenario{})
+		r := runSentinelFailover(t, fmt.Sprintf("nowait-%d", i), sentinelScenario{})
 		t.Logf("no wait_replicas, run %d: %v", i+1, r)
 		total += r.twice
 	}
@@ -77,7 +77,7 @@ func TestSentinelFailoverMinReplicas(t *testing.T) {
 	total := 0
 	n := sentinelRuns()
 	for i := range n {
-		r := runFailover(t, fmt.Sprintf("minreplicas-%d", i), scenario{
+		r := runSentinelFailover(t, fmt.Sprintf("minreplicas-%d", i), sentinelScenario{
 			serverArgs: []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}})
 		t.Logf("min-replicas-to-write 1, max-lag 1, run %d: %v", i+1, r)
 		total += r.twice
@@ -107,8 +107,8 @@ func TestSentinelFailoverAckingReplicaLost(t *testing.T) {
 	} {
 		total := 0
 		for i := range n {
-			r := runFailover(t, fmt.Sprintf("ackinglost-%s-%d", tt.query[:15], i),
-				scenario{query: tt.query, onlyStall: 2, alsoKill: 1})
+			r := runSentinelFailover(t, fmt.Sprintf("ackinglost-%s-%d", tt.query[:15], i),
+				sentinelScenario{query: tt.query, onlyStall: 2, alsoKill: 1})
 			t.Logf("%s, acknowledging replica lost, run %d: %v", tt.query, i+1, r)
 			total += r.twice
 			if tt.wantNil && r.twice != 0 {
@@ -126,7 +126,7 @@ func sentinelRuns() int {
 	return 3
 }
 
-type failoverResult struct {
+type sentinelResult struct {
 	events, acked, twice, extraRuns int
 	refused                         int64 // non-2xx answers (503 while the store could not confirm, …)
 	afterFailover                   int   // events answered 2xx after the new primary took over
@@ -136,7 +136,7 @@ type failoverResult struct {
 	drain                           time.Duration // from the end of the traffic until its last delivery ended
 }
 
-func (r failoverResult) String() string {
+func (r sentinelResult) String() string {
 	return fmt.Sprintf("%d events (%d answered 2xx, %d during the stall, %d after the failover), %d non-2xx answers retried; "+
 		"ran twice: %d events (%d extra runs); stall %v, kill→new primary %v, last deliveries drained in %v, duplicates %v (slowest %v), run %v",
 		r.events, r.acked, r.inStall, r.afterFailover, r.refused, r.twice, r.extraRuns,
@@ -151,7 +151,7 @@ func (r failoverResult) String() string {
 // slowLine is a delivery log line of a delivery that took 2s or more.
 var slowLine = regexp.MustCompile(`"duration_ms":([2-9]\d{3}|\d{5,})`)
 
-const failoverConfig = `
+const sentinelConfig = `
 defaults:
   store_timeout: 1s
   lease: 15s
@@ -162,8 +162,8 @@ senders:
     key: [ { body: id } ]
 `
 
-// scenario shapes one failover of runFailover.
-type scenario struct {
+// sentinelScenario shapes one failover of runSentinelFailover.
+type sentinelScenario struct {
 	query      string   // added to the store URL
 	serverArgs []string // added to every Redis data node's command line
 	// onlyStall, when set, stalls only that replica's link (index + 1;
@@ -174,11 +174,11 @@ type scenario struct {
 	alsoKill int
 }
 
-// runFailover runs one failover of the given scenario.
-func runFailover(t *testing.T, name string, sc scenario) failoverResult {
+// runSentinelFailover runs one failover of the given sentinelScenario.
+func runSentinelFailover(t *testing.T, name string, sc sentinelScenario) sentinelResult {
 	t.Helper()
 	began := time.Now()
-	var res failoverResult
+	var res sentinelResult
 	query := sc.query
 	t.Run(name, func(t *testing.T) {
 		d := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 2, Sentinels: 3, ServerArgs: sc.serverArgs})
@@ -186,7 +186,7 @@ func runFailover(t *testing.T, name string, sc scenario) failoverResult {
 		var proxies []string
 		var instances []*proxytest.Instance
 		for range 3 {
-			in := proxytest.Start(t, mustOpen(t, d.URL(query)), site.URL, failoverConfig)
+			in := proxytest.Start(t, mustOpen(t, d.URL(query)), site.URL, sentinelConfig)
 			instances = append(instances, in)
 			proxies = append(proxies, in.URL+"/hooks/shop")
 		}

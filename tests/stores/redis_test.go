@@ -1,4 +1,4 @@
-package redis_test
+package stores
 
 import (
 	"io"
@@ -14,7 +14,7 @@ import (
 
 // The acceptance protocol of the core issue, through real HTTP, with
 // --store redis://…
-func TestAcceptance(t *testing.T) {
+func TestRedisAcceptance(t *testing.T) {
 	srv := redistest.Start(t) // its own server: the protocol's event ids are fixed
 	proxytest.RunAcceptance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
@@ -22,14 +22,14 @@ func TestAcceptance(t *testing.T) {
 // Two hookonce replicas (two proxies, two Stores) on one Redis: 10 events ×
 // 6 deliveries at once, spread over both, run the site's handler exactly 10
 // times, every delivery gets a 2xx (proxytest.RunTwoReplicas).
-func TestTwoReplicas(t *testing.T) {
+func TestRedisTwoReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	proxytest.RunTwoReplicas(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
 
 // Serialize across two replicas on one Redis (woken over Pub/Sub when an
 // order is freed): every order shipped once (proxytest.RunSerializeReplicas).
-func TestSerializeTwoReplicas(t *testing.T) {
+func TestRedisSerializeTwoReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	proxytest.RunSerializeReplicas(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
@@ -37,7 +37,7 @@ func TestSerializeTwoReplicas(t *testing.T) {
 // Redis stopped or frozen: a new event is refused with 503 + Retry-After
 // and the site sees nothing; once Redis is back, the sender's retry is
 // processed once, by the same proxy and Store.
-func TestOutageThroughProxy(t *testing.T) {
+func TestRedisOutageThroughProxy(t *testing.T) {
 	srv := redistest.Start(t)
 	// Not a speed check: a store call must end at store_timeout (500ms),
 	// never hang on a dead server.
@@ -60,7 +60,7 @@ wait_timeout: 2s`
 
 // A refused conflict accepted through the proxy runs once at the site
 // (proxytest.RunAcceptConflict).
-func TestAcceptConflict(t *testing.T) {
+func TestRedisAcceptConflict(t *testing.T) {
 	srv := redistest.Start(t)
 	proxytest.RunAcceptConflict(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }
@@ -71,8 +71,8 @@ func TestAcceptConflict(t *testing.T) {
 // replica cannot confirm is retried while the lease lasts and then
 // reported as not stored (counted), never taken as stored by re-reading
 // the primary's unconfirmed record.
-func TestWaitReplicasThroughProxy(t *testing.T) {
-	primary, link := primaryWithReplica(t)
+func TestRedisWaitReplicasThroughProxy(t *testing.T) {
+	primary, link := redistest.StartPrimaryWithReplica(t)
 	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=300ms"
 	stallAtSite := make(chan struct{}, 1)
 	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
