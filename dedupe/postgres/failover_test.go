@@ -41,8 +41,9 @@ func cancelSyncWaits(t *testing.T, s *postgres.Store) {
 // Store level (#36): with the synchronous standby's link stalled, a commit
 // whose wait the server cancels is a success to pgx, and one whose caller
 // gives up is kept on the primary; neither is taken as stored or owned. A
-// claim, a completion and a solo write answer ErrUnavailable (before: a
-// claim and a completion that succeeded); GetConfirmed answers
+// claim, a completion, an operator's free and forget and a solo write
+// answer ErrUnavailable (before: a claim, a completion, a free and a forget
+// that succeeded); GetConfirmed answers
 // ErrUnavailable while the standby lags and the record once it has it.
 func TestUnconfirmedCommit(t *testing.T) {
 	primary := pgtest.Start(t)
@@ -60,6 +61,11 @@ func TestUnconfirmedCommit(t *testing.T) {
 	held := claimReq("held", "h")
 	if _, err := s.Claim(ctxFor(t, 5*time.Second), held); err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range []string{"freed", "gone"} {
+		if _, err := s.Claim(ctxFor(t, 5*time.Second), claimReq(k, "h")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	link.Stall()
 	resumed := false
@@ -97,6 +103,39 @@ func TestUnconfirmedCommit(t *testing.T) {
 	}
 	if took := time.Since(began); took > 500*time.Millisecond+slack {
 		t.Fatalf("GetConfirmed took %v with a 500ms deadline", took)
+	}
+
+	// An operator's free and forget whose waits the server cancels: not
+	// reported as done (the standby may never have them).
+	for _, w := range []struct {
+		what  string
+		write func() error
+	}{
+		{"free", func() error {
+			_, err := s.Free(ctxFor(t, 10*time.Second), "s", "freed", testAttempt("freed"))
+			return err
+		}},
+		{"forget", func() error { return s.Forget(ctxFor(t, 10*time.Second), "s", "gone") }},
+	} {
+		what, write := w.what, w.write
+		// Cancel every wait until the write answers: a backend of an
+		// earlier caller that gave up may still be waiting too.
+		finished := make(chan error, 1)
+		go func() { finished <- write() }()
+		var err error
+	cancelling:
+		for {
+			select {
+			case err = <-finished:
+				break cancelling
+			case <-time.After(50 * time.Millisecond):
+				_, _ = admin.Pool().Exec(ctxFor(t, 5*time.Second),
+					`SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+			}
+		}
+		if !errors.Is(err, dedupe.ErrUnavailable) || !errors.Is(err, dedupe.ErrNotConfirmed) {
+			t.Fatalf("%s whose sync wait was cancelled: %v, want ErrUnavailable and ErrNotConfirmed", what, err)
+		}
 	}
 
 	// A write of a caller that gives up: an error, as ever.

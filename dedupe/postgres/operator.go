@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -32,11 +33,17 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		}
 		n = v
 	}
-	c, err := scanConflict(s.db.QueryRow(ctx, `
+	// Confirmed like the delivery's writes (trap 35): an acceptance the
+	// standby may not have is not reported as made.
+	var c dedupe.Conflict
+	err := s.confirmed(ctx, func(q querier) (err error) {
+		c, err = scanConflict(q.QueryRow(ctx, `
 		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
 		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
 			AND request_head IS NOT NULL AND request_body IS NOT NULL
 		RETURNING `+conflictCols, sender, key, n, by))
+		return err
+	})
 	if err == nil {
 		return c, nil
 	}
@@ -59,14 +66,15 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 }
 
 // Free implements dedupe.Store: one statement, which locks the row, reads
-// the state it had and releases it.
+// the state it had and releases it; confirmed like the delivery's writes.
 func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
 	a, err := encodeAttempt(att)
 	if err != nil {
 		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, err)
 	}
 	var was string
-	err = s.db.QueryRow(ctx, `
+	err = s.confirmed(ctx, func(q querier) error {
+		return q.QueryRow(ctx, `
 		WITH old AS (
 			SELECT state FROM hookonce_records WHERE sender = $1 AND key = $2 FOR UPDATE
 		)
@@ -75,6 +83,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 			resp_truncated = false, attempts = `+appendAttempt("$3")+`
 		FROM old WHERE r.sender = $1 AND r.key = $2
 		RETURNING old.state`, sender, key, a).Scan(&was)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("postgres free %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
@@ -86,7 +95,11 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 
 // Forget implements dedupe.Store.
 func (s *Store) Forget(ctx context.Context, sender, key string) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+	var tag pgconn.CommandTag
+	err := s.confirmed(ctx, func(q querier) (err error) {
+		tag, err = q.Exec(ctx, `DELETE FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key)
+		return err
+	})
 	if err != nil {
 		return fail("forget "+sender+"/"+key, err)
 	}
