@@ -175,30 +175,7 @@ func runSynchronousFailover(t *testing.T) failoverResult {
 		}
 	}
 
-	if err := primary.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	link.Cut()
-	if err := standby.Promote(); err != nil {
-		t.Fatal(err)
-	}
-	promoted := time.Now()
-
-	// Every replica serves a new event again, without a restart.
-	for i, px := range pxs {
-		id := fmt.Sprint("after-", i)
-		for {
-			got := post(px, id)
-			if got.Status == http.StatusOK {
-				break
-			}
-			if time.Since(promoted) > 15*time.Second {
-				t.Fatalf("replica %d still answers %d %s 15s after the promotion", i, got.Status, got.Body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("replica %d serves again %v after the promotion", i, time.Since(promoted).Round(10*time.Millisecond))
-	}
+	promoted := failOver(t, primary, standby, link, pxs, "after-")
 
 	// Every event is delivered again until the sender gets a 2xx.
 	for i, id := range ids {
@@ -258,4 +235,35 @@ func runSynchronousFailover(t *testing.T) failoverResult {
 		t.Fatalf("lookup of acked-0 after the promotion: %v %v", rec.State, err)
 	}
 	return r
+}
+
+// failOver kills the primary (-9), cuts its link to the standby and
+// promotes the standby; then every replica must serve a new event (ids
+// prefix0, prefix1, …) within 15 s, without a restart. It returns when
+// the standby was promoted.
+func failOver(t *testing.T, primary, standby *pgtest.Server, link *pgtest.Link, pxs []*proxytest.Instance, prefix string) time.Time {
+	t.Helper()
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	link.Cut()
+	if err := standby.Promote(); err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Now()
+	for i, px := range pxs {
+		id := fmt.Sprint(prefix, i)
+		for {
+			got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"`+id+`"}`, "X-Test-Event", id)
+			if got.Status == http.StatusOK {
+				break
+			}
+			if time.Since(promoted) > 15*time.Second {
+				t.Fatalf("replica %d still answers %d %s 15s after the promotion", i, got.Status, got.Body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("replica %d serves again %v after the promotion", i, time.Since(promoted).Round(10*time.Millisecond))
+	}
+	return promoted
 }
