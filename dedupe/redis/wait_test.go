@@ -75,7 +75,10 @@ func TestWaitReplicasCluster(t *testing.T) {
 		t.Fatalf("claim with no replica on Cluster: err = %v, want ErrNotConfirmed and ErrUnavailable", err)
 	}
 	redistest.StartClusterReplica(t, srv)
-	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, url) })
+	// With the replica, as long a wait as TestConformanceWaitReplicas': a
+	// loaded machine's replica may take over 100ms to acknowledge.
+	synced := srv.ClusterURL() + "?wait_replicas=1&wait_replicas_timeout=2s"
+	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, synced) })
 }
 
 // A stalled replication link: a claim is refused as not confirmed and
@@ -99,8 +102,17 @@ func TestWaitReplicasFailsClosed(t *testing.T) {
 		t.Fatalf("unconfirmed claim afterwards: state %q err %v, want released", rec.State, err)
 	}
 	link.Resume()
-	if _, err := s.Claim(ctx, claimReq(sender, "k1", "h", "B", time.Minute)); err != nil {
-		t.Fatalf("claim once the link is back: %v\n%s", err, primary.Info(t, "replication"))
+	// Retried while the replica catches up, as a sender would: an
+	// unconfirmed claim is given back, so the next try claims again.
+	for try := 1; ; try++ {
+		_, err := s.Claim(ctx, claimReq(sender, "k1", "h", "B", time.Minute))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, dedupe.ErrNotConfirmed) || try == 30 {
+			t.Fatalf("claim %d once the link is back: %v\n%s", try, err, primary.Info(t, "replication"))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	link.Stall()
@@ -115,8 +127,15 @@ func TestWaitReplicasFailsClosed(t *testing.T) {
 	link.Resume()
 	// The proxy retries a completion: the retry writes again and waits
 	// again, and now the replica confirms both.
-	if err := s.Complete(ctx, sender, "k1", "B", resp, att("processed")); err != nil {
-		t.Fatalf("retried complete once the link is back: %v", err)
+	for try := 1; ; try++ {
+		err := s.Complete(ctx, sender, "k1", "B", resp, att("processed"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, dedupe.ErrNotConfirmed) || try == 30 {
+			t.Fatalf("retried complete %d once the link is back: %v", try, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	mustClaim(t, s, claimReq(sender, "k1", "h", "C", time.Minute), dedupe.Duplicate)
 
