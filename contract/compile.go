@@ -183,7 +183,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 
 // compileSite checks the site: section; problems go into e.
 func compileSite(sf siteFile, top *yaml.Node, e *Error) Site {
-	site := Site{Index: DefaultIndex}
+	site := Site{Index: DefaultIndex, MultiViews: sf.MultiViews}
 	if sf.Index != nil {
 		site.Index = nil
 		for i, n := range *sf.Index {

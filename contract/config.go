@@ -113,6 +113,11 @@ type Site struct {
 	// Extensions are tried after an extensionless URL (nginx
 	// try_files $uri $uri.php): "/x" runs "/x.php".
 	Extensions []string
+	// MultiViews: the site is Apache with Options +MultiViews where the
+	// senders' scripts live, so "/x" and "/x/anything" run "/x.php". Off
+	// (nginx, Apache's default), such paths run no sender's script and
+	// are handed to the site untouched.
+	MultiViews bool
 }
 
 // Empty returns a contract with no senders: every request is passed through.

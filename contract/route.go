@@ -24,11 +24,12 @@ var ErrBadPath = errors.New("malformed request path")
 // from one a sender owns only in case, trailing dots or spaces, or
 // "::$DATA", and is not that sender's already: a site on a
 // case-insensitive or Windows file system runs the sender's script for
-// it, so it is neither judged by other rules nor passed through. So is a
-// path that is a sender's script without its extension, alone or with
-// more after it ("/hooks/pay", "/hooks/pay/x" for /hooks/pay.php;
-// "/webhooks/payment/index" for a directory's index.php): Apache's
-// MultiViews runs the script for it, PATH_INFO and all (#33).
+// it, so it is neither judged by other rules nor passed through. So is,
+// on a site with site.multiviews, a path that is a sender's script without
+// its extension, alone or with more after it ("/hooks/pay", "/hooks/pay/x"
+// for /hooks/pay.php; "/webhooks/payment/index" for a directory's
+// index.php): Apache's MultiViews runs the script for it, PATH_INFO and
+// all (#33).
 var ErrLookalikePath = errors.New("request path looks like a sender's path (case, trailing dots or spaces, or its script without the extension)")
 
 // NormalizePath returns the path a site behind nginx or Apache will run for
@@ -335,6 +336,25 @@ func (rt *router) add(s *Sender) *Route {
 	return r
 }
 
+// addStems records what Apache's MultiViews runs the script of exact key
+// r for (site.multiviews): the path without the script's extension, a
+// directory's index script's too.
+func (rt *router) addStems(key string, r *Route) {
+	stem := func(script string) {
+		last := script[strings.LastIndexByte(script, '/')+1:]
+		if dot := strings.LastIndexByte(last, '.'); dot > 0 {
+			rt.stems[script[:len(script)-len(last)+dot]] = r
+		}
+	}
+	if scriptLike(key) {
+		stem(key)
+		return
+	}
+	for _, name := range rt.site.Index {
+		stem(strings.TrimSuffix(key, "/") + "/" + name)
+	}
+}
+
 // addKey files route r under a path key (a prefix without its *) and,
 // for an exact path, under every alias the site's rules give it.
 func (rt *router) addKey(key string, isPrefix bool, r *Route) {
@@ -347,20 +367,8 @@ func (rt *router) addKey(key string, isPrefix bool, r *Route) {
 		return
 	}
 	rt.exact[key] = r
-	// What Apache's MultiViews runs the script for: the path without
-	// the script's extension (a directory's index script's too).
-	stem := func(script string) {
-		last := script[strings.LastIndexByte(script, '/')+1:]
-		if dot := strings.LastIndexByte(last, '.'); dot > 0 {
-			rt.stems[script[:len(script)-len(last)+dot]] = r
-		}
-	}
-	if scriptLike(key) {
-		stem(key)
-	} else {
-		for _, name := range rt.site.Index {
-			stem(strings.TrimSuffix(key, "/") + "/" + name)
-		}
+	if rt.site.MultiViews {
+		rt.addStems(key, r)
 	}
 	put := func(k string, via int, pathInfo bool) {
 		if k == key || k == "" {
@@ -455,9 +463,9 @@ func (rt *router) find(path string) *Route {
 // system (Windows, macOS) or one that drops trailing dots and spaces
 // (Windows) may run that route's script for it.
 func (rt *router) lookalike(path string, found *Route) bool {
-	// A script without its extension, unless a sender names the path
-	// itself.
-	for p := path; p != "" && rt.exact[path] == nil; p = p[:strings.LastIndexByte(p, '/')] {
+	// A script without its extension (site.multiviews), unless a sender
+	// names the path itself.
+	for p := path; len(rt.stems) > 0 && p != "" && rt.exact[path] == nil; p = p[:strings.LastIndexByte(p, '/')] {
 		if r := rt.stems[p]; r != nil && r != found {
 			return true
 		}

@@ -67,7 +67,7 @@ senders:
 		"/webhooks/payment/other.php":           "prefix", // another script: the prefix's
 		"/webhooks/payment/status":              "prefix",
 		"/webhooks/payment.php":                 "prefix", // no extensions: another file
-		"/webhooks/payment/index":               "400",    // MultiViews runs dir's index.php for it
+		"/webhooks/payment/index":               "prefix", // no MultiViews (site.multiviews): another path
 		"/x/index.php":                          "idx",
 		"/x":                                    "idx",
 		"/x/":                                   "idx",
@@ -123,7 +123,7 @@ senders:
 		"/pay/cb.php":                    "cb",
 		"/pay/cb":                        "cb",
 		"/pay/cb/":                       "cb",
-		"/pay/cb/x":                      "400", // try_files tries /pay/cb/x.php; MultiViews runs cb.php, PATH_INFO /x
+		"/pay/cb/x":                      "", // try_files tries /pay/cb/x.php
 		"/pay/cb.php/x":                  "cb",
 		"/webhooks/payment/index":        "pay",
 		"/webhooks/payment.php/x":        "pay",
@@ -186,7 +186,7 @@ func TestSiteConfig(t *testing.T) {
 `
 
 	_, err = contract.Parse([]byte(badSite+"  other: 1\n"), "bad.yaml")
-	if err == nil || !strings.Contains(err.Error(), `bad.yaml:8: field site.other: unknown setting "other" (known here: extensions, index)`) {
+	if err == nil || !strings.Contains(err.Error(), `bad.yaml:8: field site.other: unknown setting "other" (known here: extensions, index, multiviews)`) {
 		t.Errorf("unknown field: %v", err)
 	}
 	_, err = contract.Parse([]byte(badSite), "bad.yaml")

@@ -93,6 +93,7 @@ var scopeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 type siteFile struct {
 	Index      *[]string `yaml:"index"`
 	Extensions []string  `yaml:"extensions"`
+	MultiViews bool      `yaml:"multiviews"`
 }
 
 type file struct {

@@ -126,10 +126,28 @@ func TestNormalizePathSlashesBeforeDotDot(t *testing.T) {
 }
 
 // Apache's MultiViews runs /hooks/pay.php for /hooks/pay and /hooks/pay/x
-// (PATH_INFO /x), and a directory's index.php for /dir/index: a look-alike
-// of the sender's path, refused, unless a sender names the path itself.
+// (PATH_INFO /x), and a directory's index.php for /dir/index: on a site
+// that says so (site.multiviews) a look-alike of the sender's path,
+// refused, unless a sender names the path itself. Without it those paths
+// run no sender's script and go to the site untouched, as without
+// hookonce.
 func TestLocateMultiViewsLookalikes(t *testing.T) {
+	plain, err := contract.Parse([]byte(`
+senders:
+  - {name: pay, match: {path: /hooks/pay.php}, key: [{body: id}]}
+  - {name: dir, match: {path: /webhooks/payment}, key: [{body: id}]}
+`), "plain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRoutes(t, plain, map[string]string{
+		"/hooks/pay":              "",
+		"/hooks/pay/x":            "",
+		"/webhooks/payment/index": "",
+		"/hooks/pay.php":          "pay",
+	})
 	c, err := contract.Parse([]byte(`
+site: {multiviews: true}
 senders:
   - {name: pay, match: {path: /hooks/pay.php}, key: [{body: id}]}
   - {name: dir, match: {path: /webhooks/payment}, key: [{body: id}]}

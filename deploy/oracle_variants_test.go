@@ -109,7 +109,7 @@ func oracleVariants() []oracleVariant {
 		{name: "nginx merge_slashes off", start: nginxSite("merge_slashes off;", false)},
 		{name: "PHP defaults (no php.ini: request_order unset, variables_order EGPCS)", start: nginxSite("", true)},
 		{name: "Apache 2.4 + mod_php (prefork)", start: apacheSite(false, func(string) string { return "" })},
-		{name: "Apache + php-fpm, AllowEncodedSlashes On, MultiViews on", start: apacheSite(true, func(root string) string {
+		{name: "Apache + php-fpm, AllowEncodedSlashes On, MultiViews on", config: "site: {multiviews: true}\n", start: apacheSite(true, func(root string) string {
 			return "AllowEncodedSlashes On\n" + multiViews(root)
 		})},
 		{name: "Apache + php-fpm, AllowEncodedSlashes NoDecode, MultiViews off", start: apacheSite(true, func(string) string {
