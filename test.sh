@@ -28,3 +28,6 @@ elif [ "${CI:-}" = true ]; then
 fi
 (cd deploy/kubernetes/validate && go vet ./... && go test -count=1 ./...)
 go test -race -count=1 -timeout 40m ./...
+# The delivery's allocation budgets, held without -race (the race detector
+# allocates on its own behalf): bench/alloc_test.go.
+go test -count=1 -run '^TestDeliveryAllocationBudget$' ./bench

@@ -159,23 +159,38 @@ func answerCut() { panic(http.ErrAbortHandler) }
 // replay writes a stored answer, or the sender's fixed duplicate status.
 func replay(w http.ResponseWriter, s *contract.Sender, resp *dedupe.Response) {
 	h := w.Header()
-	h.Set(ReplayHeader, "true")
+	h[ReplayHeader] = replayTrue
 	if s.DuplicateStatus != 0 {
-		h.Set("Content-Length", "0")
+		h["Content-Length"] = contentLengthZero
 		w.WriteHeader(s.DuplicateStatus)
 		return
 	}
+	// The stored answer's header values are shared by every replay of it,
+	// never copied: a slice capped at its length makes any append to one
+	// of them (net/http's or a wrapper's) allocate its own.
 	for k, vs := range resp.Header {
-		h[k] = append([]string(nil), vs...)
+		h[k] = vs[:len(vs):len(vs)]
 	}
 	body := resp.Body
 	if resp.Truncated {
 		body = nil
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if len(body) == 0 {
+		h["Content-Length"] = contentLengthZero
+	} else {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	// Headers and body leave in one write: net/http holds both in the
+	// connection's buffer until the handler returns (TestReplayOneWrite).
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(body)
 }
+
+// Header values replay shares between answers (capped: see replay).
+var (
+	replayTrue        = []string{"true"}[:1:1]
+	contentLengthZero = []string{"0"}[:1:1]
+)
 
 // writeCaptured passes the site's answer on as it came (a streamed one is
 // already on its way).
@@ -202,18 +217,38 @@ var unstored = map[string]bool{
 
 // storable turns a captured answer into what is kept for replay.
 func storable(s *contract.Sender, c *capture) dedupe.Response {
-	h := http.Header{}
-	strip := map[string]bool{}
-	for _, name := range s.StripResponseHeaders {
-		strip[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
-	}
-	for k, vs := range c.header {
-		if unstored[k] || strip[k] {
-			continue
+	// The capture is this delivery's alone and never written again once
+	// the forward returned: what is kept shares its header map and body
+	// rather than copying them. Content-Length and Date go first, from the
+	// live answer too (writeCaptured sets the length, net/http dates the
+	// answer it sends); any other header a stored answer must not carry
+	// means a filtered copy.
+	delete(c.header, "Content-Length")
+	delete(c.header, "Date")
+	h := c.header
+	for k := range c.header {
+		if unstored[k] || stripped(s, k) {
+			h = make(http.Header, len(c.header))
+			for k, vs := range c.header {
+				if !unstored[k] && !stripped(s, k) {
+					h[k] = vs
+				}
+			}
+			break
 		}
-		h[k] = append([]string(nil), vs...)
 	}
 	// The capture held at most max_stored_body; a longer answer was
 	// streamed on and is stored truncated.
-	return dedupe.Response{Status: c.status, Header: h, Body: append([]byte(nil), c.body.Bytes()...), Truncated: c.streamed()}
+	return dedupe.Response{Status: c.status, Header: h, Body: c.body.Bytes(), Truncated: c.streamed()}
+}
+
+// stripped reports whether the sender's strip_response_headers names the
+// canonical header name k.
+func stripped(s *contract.Sender, k string) bool {
+	for _, name := range s.StripResponseHeaders {
+		if strings.EqualFold(strings.TrimSpace(name), k) {
+			return true
+		}
+	}
+	return false
 }

@@ -68,7 +68,10 @@ const siteDownLoud = 3
 // done counts and logs the decision: one line per delivery, never a body,
 // a secret or a signature.
 func (d *delivery) done(outcome string, status int, attrs ...any) {
-	var args []any
+	// The line's attributes are built as slog.Attrs in an array on the
+	// stack: numbers boxed into interfaces cost an allocation each.
+	var buf [16]slog.Attr
+	as := buf[:0]
 	sender := ""
 	if d.s != nil {
 		sender = d.s.Name
@@ -76,23 +79,23 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 			outcome = "would_" + outcome
 		}
 	} else {
-		args = append(args, "sender", "", "path", d.rt.Path) // d.log names neither yet
+		as = append(as, slog.String("sender", ""), slog.String("path", d.rt.Path)) // d.log names neither yet
 	}
 	d.outcome = outcome
 	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
 	if d.by == dedupe.AttemptBySender {
 		d.noteTraffic(outcome, status) // for the readiness report (traffic.go)
 	}
-	args = append(args, "key", d.key, "outcome", outcome, "status", status,
-		"duration_ms", time.Since(d.start).Milliseconds())
+	as = append(as, slog.String("key", d.key), slog.String("outcome", outcome), slog.Int("status", status),
+		slog.Int64("duration_ms", time.Since(d.start).Milliseconds()))
 	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
-		args = append(args, "upstream_status", d.upstreamStatus, "upstream_ms", d.upstreamTime.Milliseconds())
+		as = append(as, slog.Int("upstream_status", d.upstreamStatus), slog.Int64("upstream_ms", d.upstreamTime.Milliseconds()))
 	}
 	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
-		args = append(args, "scope", d.s.Serialize.Scope, "object", d.object, "object_wait_ms", d.objectWait.Milliseconds())
+		as = append(as, slog.String("scope", d.s.Serialize.Scope), slog.String("object", d.object), slog.Int64("object_wait_ms", d.objectWait.Milliseconds()))
 	}
 	if d.objectErr != nil {
-		args = append(args, "object_err", d.objectErr.Error())
+		as = append(as, slog.String("object_err", d.objectErr.Error()))
 	}
 	level := slog.LevelInfo
 	switch outcome {
@@ -107,9 +110,23 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 		if d.siteDown >= siteDownLoud {
 			level = slog.LevelError
 		}
-		args = append(args, "site_unreachable", true, "unreachable_in_a_row", d.siteDown)
+		as = append(as, slog.Bool("site_unreachable", true), slog.Int64("unreachable_in_a_row", d.siteDown))
 	}
-	d.log.Log(d.r.Context(), level, "webhook", append(args, attrs...)...)
+	for len(attrs) > 0 { // key-value pairs or Attrs, as slog.Logger.Log takes them
+		switch k := attrs[0].(type) {
+		case slog.Attr:
+			as, attrs = append(as, k), attrs[1:]
+		case string:
+			if len(attrs) == 1 {
+				as, attrs = append(as, slog.String("!BADKEY", k)), nil
+				continue
+			}
+			as, attrs = append(as, slog.Any(k, attrs[1])), attrs[2:]
+		default:
+			as, attrs = append(as, slog.Any("!BADKEY", k)), attrs[1:]
+		}
+	}
+	d.log.LogAttrs(d.r.Context(), level, "webhook", as...)
 }
 
 // shadowed outcomes are the ones shadow mode does not act on.
@@ -202,7 +219,7 @@ func (d *delivery) serve() {
 
 func (d *delivery) choose(s *contract.Sender) {
 	d.s = s
-	d.log = d.p.log.With("sender", s.Name)
+	d.log = d.p.senderLog(s)
 }
 
 // firstCandidate is the sender a request is counted under before the body

@@ -70,6 +70,7 @@ type Proxy struct {
 	contract atomic.Pointer[contract.Contract]
 	store    dedupe.Store
 	log      *slog.Logger
+	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
 	m        *metrics
 	now      func() time.Time
 	pass     *httputil.ReverseProxy
@@ -253,4 +254,22 @@ func (p *Proxy) storeCall(r *http.Request, s *contract.Sender, op string, fn fun
 	defer cancel()
 	defer p.m.observeStore(op, time.Now())
 	return fn(ctx)
+}
+
+// senderLogger is a sender's logger, with the sender it was built for: a
+// reload brings new senders, and a name's logger is built again for them.
+type senderLogger struct {
+	s   *contract.Sender
+	log *slog.Logger
+}
+
+// senderLog is p.log with the sender's name, built once per sender rather
+// than once per delivery.
+func (p *Proxy) senderLog(s *contract.Sender) *slog.Logger {
+	if v, ok := p.logs.Load(s.Name); ok && v.(senderLogger).s == s {
+		return v.(senderLogger).log
+	}
+	l := p.log.With("sender", s.Name)
+	p.logs.Store(s.Name, senderLogger{s: s, log: l})
+	return l
 }

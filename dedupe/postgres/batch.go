@@ -187,18 +187,24 @@ func (s *Store) sendClaims(all []*claimItem) {
 	if len(items) == 0 {
 		return
 	}
-	// The batch lasts while any of its callers still waits.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var waiting atomic.Int64
-	waiting.Store(int64(len(items)))
-	for _, it := range items {
-		stop := context.AfterFunc(it.ctx, func() {
-			if waiting.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
+	// The batch lasts while any of its callers still waits: a batch of one
+	// runs under its caller's context, a larger one under a context of its
+	// own that ends when the last of them leaves.
+	ctx := items[0].ctx
+	if len(items) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		var waiting atomic.Int64
+		waiting.Store(int64(len(items)))
+		for _, it := range items {
+			stop := context.AfterFunc(it.ctx, func() {
+				if waiting.Add(-1) == 0 {
+					cancel()
+				}
+			})
+			defer stop()
+		}
 	}
 
 	// Rows are locked in key order, so that two batches (two replicas)

@@ -104,7 +104,7 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 		}
 		r.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}
 	}
-	if len(attempts) > 0 {
+	if len(attempts) > 0 && string(attempts) != "[]" { // a new record's are "[]": nothing to decode
 		var as []attemptJSON
 		if err := json.Unmarshal(attempts, &as); err != nil {
 			return dedupe.Record{}, fmt.Errorf("decode stored attempts: %w", err)

@@ -1,0 +1,301 @@
+package bench_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/cache"
+	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/proxy"
+)
+
+// What one delivery allocates in hookonce's own process, as serve runs
+// it (JSON log at info, the replay cache, kept site connections): the
+// handler is called directly with a reused request, and the site is a
+// loopback TCP server that answers from fixed bytes, so what is counted
+// is the proxy's and the store's work alone.
+//
+//	go test ./bench -run '^$' -bench Delivery -benchmem
+func BenchmarkDelivery(b *testing.B) {
+	for _, st := range allocStores {
+		b.Run(st.name, func(b *testing.B) {
+			r := newAllocRig(b, st.open(b))
+			b.Run("new", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					r.deliver(b, "new-"+strconv.Itoa(i), false)
+				}
+			})
+			b.Run("new/senders=32", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(16)
+				b.RunParallel(func(pb *testing.PB) {
+					req := r.newRequest()
+					for pb.Next() {
+						r.deliverWith(b, req, "par-"+strconv.FormatInt(r.n.Add(1), 10), false)
+					}
+				})
+			})
+			b.Run("duplicate", func(b *testing.B) {
+				r.deliver(b, "dup", false)
+				b.ReportAllocs()
+				for b.Loop() {
+					r.deliver(b, "dup", true)
+				}
+			})
+		})
+	}
+}
+
+// allocStores are the stores the delivery's allocations are measured on.
+var allocStores = []struct {
+	name string
+	open func(tb testing.TB) dedupe.Store
+}{
+	{"SQLite", func(b testing.TB) dedupe.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "hookonce.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}},
+	{"PostgreSQL", func(b testing.TB) dedupe.Store {
+		srv := pgtest.Start(b)
+		s, err := postgres.Open(context.Background(), srv.NewDatabase(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}},
+}
+
+// Budgets of the delivery path's allocations per request, as measured
+// after issue 35's changes (PostgreSQL ~16.6 KB, SQLite ~20.1 KB a new
+// event, 1.37 KB a replay from memory) with a little room: a guard against
+// regressions. Issue 35 asks 8 KB for a new event; what is left is listed
+// in docs/performance.md ("Allocations per delivery"). Allocation counts,
+// not time: the figures do not move with the machine's load.
+var newEventBudget = map[string]int64{"SQLite": 21 << 10, "PostgreSQL": 17 << 10}
+
+const duplicateBudget = 1536
+
+func TestDeliveryAllocationBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own behalf; test.sh holds the budget in a run without -race")
+	}
+	for _, st := range allocStores {
+		r := newAllocRig(t, st.open(t))
+		r.deliver(t, "dup", false)
+		for i := range 200 { // warm: connections, prepared statements, pools
+			r.deliver(t, "warm-"+strconv.Itoa(i), false)
+			r.deliver(t, "dup", true)
+		}
+		const n = 2000
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "new-" + strconv.Itoa(i)
+		}
+		for _, tc := range []struct {
+			name   string
+			budget int64
+			run    func(i int)
+		}{
+			{"new event", newEventBudget[st.name], func(i int) { r.deliver(t, keys[i], false) }},
+			{"duplicate from the replay cache", duplicateBudget, func(int) { r.deliver(t, "dup", true) }},
+		} {
+			bytes, allocs := allocated(n, tc.run)
+			t.Logf("%s on %s: %d B and %d allocations per request (%d requests)", tc.name, st.name, bytes, allocs, n)
+			if bytes > tc.budget {
+				t.Errorf("%s on %s allocates %d B per request, over its budget of %d B: go test ./bench -run '^$' -bench Delivery -memprofile mem.out shows where", tc.name, st.name, bytes, tc.budget)
+			}
+		}
+	}
+}
+
+// allocated runs f n times and answers the bytes and allocations per run,
+// the whole process's (the store's goroutines included), as -benchmem
+// counts them.
+func allocated(n int, f func(i int)) (bytes, allocs int64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		f(i)
+	}
+	runtime.ReadMemStats(&after)
+	return int64(after.TotalAlloc-before.TotalAlloc) / int64(n), int64(after.Mallocs-before.Mallocs) / int64(n)
+}
+
+// allocRig is a proxy on a store behind the replay cache, as serve runs
+// it, in front of fixedSite.
+type allocRig struct {
+	px  *proxy.Proxy
+	req *reusedRequest // deliver's, for one goroutine
+	n   atomic.Int64   // numbers the keys of parallel runs
+}
+
+// reusedRequest is one webhook request and response writer, reused for
+// every call of one goroutine, so that the rig allocates nothing of its
+// own per request.
+type reusedRequest struct {
+	req  *http.Request
+	body *bytes.Reader
+	w    *discardWriter
+}
+
+const allocBody = `{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77"}}`
+
+func newAllocRig(b testing.TB, store dedupe.Store) *allocRig {
+	b.Helper()
+	var s dedupe.Store = cache.New(store, cache.Options{Size: 10000, TTL: 5 * time.Second})
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+`), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	site := fixedSite(b)
+	px, err := proxy.New(proxy.Options{Upstream: site, Contract: c, Store: s, KeepIdle: proxy.DefaultKeepIdle,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = px.Close(context.Background()) })
+	r := &allocRig{px: px}
+	r.req = r.newRequest()
+	return r
+}
+
+// newRequest makes a request for one goroutine's calls of deliverWith.
+func (r *allocRig) newRequest() *reusedRequest {
+	q := &reusedRequest{body: bytes.NewReader([]byte(allocBody)), w: &discardWriter{h: http.Header{}}}
+	q.req, _ = http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop", q.body)
+	q.req.RemoteAddr = "203.0.113.9:4711"
+	q.req.Header.Set("Content-Type", "application/json")
+	q.req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+	return q
+}
+
+// deliver sends the rig's request under key and checks the answer.
+func (r *allocRig) deliver(b testing.TB, key string, replayed bool) {
+	r.deliverWith(b, r.req, key, replayed)
+}
+
+func (r *allocRig) deliverWith(b testing.TB, q *reusedRequest, key string, replayed bool) {
+	q.body.Reset([]byte(allocBody))
+	q.req.Body = io.NopCloser(q.body)
+	q.req.ContentLength = int64(len(allocBody))
+	q.req.Header["X-Event-Id"] = []string{key}
+	clear(q.w.h)
+	q.w.code = 0
+	r.px.ServeHTTP(q.w, q.req)
+	if q.w.code != http.StatusOK {
+		b.Fatalf("%s: status %d", key, q.w.code)
+	}
+	if got := q.w.h.Get(proxy.ReplayHeader) == "true"; got != replayed {
+		b.Fatalf("%s: replayed=%v, want %v", key, got, replayed)
+	}
+}
+
+// discardWriter is a ResponseWriter that keeps the status and headers and
+// drops the body, allocating nothing of its own.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return len(p), nil
+}
+// SetReadDeadline and SetWriteDeadline take the deadlines the proxy sets,
+// as net/http's own writer does (http.ResponseController).
+func (w *discardWriter) SetReadDeadline(time.Time) error  { return nil }
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
+
+func (w *discardWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+// fixedSite is a loopback HTTP/1.1 site that reads each request's head
+// and body and answers 200 with a fixed JSON body on the same connection,
+// from fixed bytes: it allocates nothing per request, so a benchmark's
+// allocations are the proxy's.
+func fixedSite(b testing.TB) *url.URL {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 8<<10)
+				for {
+					n, ok := readHead(br)
+					if !ok {
+						return
+					}
+					if _, err := br.Discard(n); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
+// readHead reads a request's head and returns its Content-Length.
+func readHead(br *bufio.Reader) (int, bool) {
+	n := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return 0, false
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			return n, true
+		}
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) {
+			n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+}
