@@ -232,6 +232,7 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
 // SetReadDeadline and SetWriteDeadline take the deadlines the proxy sets,
 // as net/http's own writer does (http.ResponseController).
 func (w *discardWriter) SetReadDeadline(time.Time) error  { return nil }
