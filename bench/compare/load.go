@@ -31,6 +31,8 @@ type sample struct {
 	SelfCPU   time.Duration // this process (load generator, proxies, in-process upstream)
 	ServerCPU time.Duration // the external servers' processes (nginx, postgres, redis)
 	ProcCPU   time.Duration // the hookonce serve process measured, if any
+	Max       time.Duration // the slowest request (open loop)
+	Tails     tails         // what else happened meanwhile (open loop)
 }
 
 // meters read the CPU time of the processes outside this one that a path
@@ -144,6 +146,7 @@ func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	var wg sync.WaitGroup
 	cpu0 := selfCPU()
 	srv0, proc0 := m.read()
+	tm := startTails()
 	start := time.Now()
 	for k := range n {
 		due := start.Add(time.Duration(k) * interval)
@@ -174,11 +177,14 @@ func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	elapsed, cpu1 := time.Since(start), selfCPU()
 	srv1, proc1 := m.read()
 	s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0,
-		Requests: int64(len(all))}
+		Requests: int64(len(all)), Tails: tm.stop()}
 	if e, ok := firstErr.Load().(string); ok {
 		s.FirstErr = e
 	}
 	s.P50, s.P99, s.P999 = percentiles(all)
+	if len(all) > 0 {
+		s.Max = all[len(all)-1] // sorted by percentiles
+	}
 	return s
 }
 

@@ -44,6 +44,7 @@ senders:
 const (
 	nameDirect      = "direct to the site"
 	nameBare        = "bare httputil.ReverseProxy"
+	nameNginx       = "nginx proxy_pass (keepalive)"
 	namePass        = "hookonce pass-through"
 	nameNewSQLite   = "hookonce new events, SQLite"
 	nameStoreSQLite = "store only (Claim+Complete, no HTTP), SQLite"
@@ -228,7 +229,7 @@ func run(o options) error {
 		r.notes = append(r.notes, "nginx: not measured ("+err.Error()+")")
 	} else {
 		r.defer_(ng.Close)
-		closed = append(closed, path{name: "nginx proxy_pass (keepalive)", op: func(ctx context.Context, i int64) error {
+		closed = append(closed, path{name: nameNginx, op: func(ctx context.Context, i int64) error {
 			return p.post(ctx, ng.URL+hookPath, "n"+strconv.FormatInt(i, 10), bodyA, wantStatus(200))
 		}, servers: func() time.Duration { return treeCPU([]int{ng.PID()}) }})
 	}

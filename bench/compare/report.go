@@ -23,6 +23,11 @@ type summary struct {
 	procCPU         time.Duration // per request, the hookonce serve process (0: none)
 	errors          int64
 	firstErr        string
+	// The open loop's worst round: its slowest request, and the longest
+	// GC pause and scheduling wait of this process and the steal time
+	// (tails.go) in any round.
+	max   time.Duration
+	tails tails
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {
@@ -50,6 +55,11 @@ func summarize(name string, ss []sample) summary {
 			srv = append(srv, s.ServerCPU/time.Duration(s.Requests))
 			proc = append(proc, s.ProcCPU/time.Duration(s.Requests))
 		}
+		out.max = max(out.max, s.Max)
+		out.tails.gcPause = max(out.tails.gcPause, s.Tails.gcPause)
+		out.tails.schedWait = max(out.tails.schedWait, s.Tails.schedWait)
+		out.tails.gcs += s.Tails.gcs
+		out.tails.steal += s.Tails.steal
 		out.errors += s.Errors
 		if out.firstErr == "" {
 			out.firstErr = s.FirstErr
@@ -112,11 +122,12 @@ func (r report) markdown() string {
 	fmt.Fprintf(&b, "\n¹ user+system CPU time of the whole Go process (getrusage) over the run divided by requests answered: it includes the load generator and the in-process site, so it is an upper bound on what the proxy itself costs (on the hookonce serve rows it is the load generator and the site alone). ² CPU time of the external server processes (nginx master and workers, postgres and its backends, redis-server) from /proc, divided by requests; for real pgbench, the first column is pgbench's own CPU (a child process) and the server's is not counted (its backends exit with pgbench). ³ CPU time of the `hookonce serve` process alone (/proc, its PID), divided by requests: what hookonce itself costs, without the load generator and the site.\n\n")
 	if len(r.open) > 0 {
 		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, latency from when each request was due.\n\n", o.rate, o.openDur)
-		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | errors |\n|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | max | GC cycles, longest pause⁴ | longest scheduling wait⁴ | steal⁵ | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.open {
-			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), errCell(s))
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %d, ≤ %s | ≤ %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), ms(s.max),
+				s.tails.gcs, ms(s.tails.gcPause), ms(s.tails.schedWait), ms(s.tails.steal), errCell(s))
 		}
-		b.WriteString("\n")
+		b.WriteString("\n⁴ this process (load generator, site and the in-process hookonce), all rounds: the Go runtime's histograms (/gc/pauses, /sched/latencies), the upper bound of the highest bucket reached; a scheduling wait is a runnable goroutine waiting for a thread. ⁵ CPU time the hypervisor gave to other guests over the rounds (/proc/stat, all CPUs). max is the slowest request of the worst round.\n\n")
 	}
 	if r.flood != nil {
 		b.WriteString(r.flood.markdown() + "\n")
@@ -234,14 +245,27 @@ func (r report) targets() string {
 	direct, okDirect := find(r.closed, nameDirect)
 	pgb, okPgb := find(r.closed, fmt.Sprintf(namePgbench, r.opts.conns))
 	floor := fmt.Sprintf("the pgbench floor (hookonce's first try + completion, each its own commit, -M prepared, %d clients)", r.opts.conns)
+	if n, ok := find(r.closed, nameNewPG); ok && okPgb && okBare {
+		// A new event is a proxy hop and the store's pair of statements:
+		// the composite floor is the rate of doing both, one after the
+		// other, on the same machine.
+		composite := 1 / (1/bare.rps + 1/pgb.rps)
+		row("new events, PostgreSQL ≥ 1.0× the composite floor (a bare proxy hop, then "+floor+": 1/(1/bare + 1/pgbench))",
+			fmt.Sprintf("%.0f vs 1/(1/%.0f + 1/%.0f) = %.0f req/s: %.2f×", n.rps, bare.rps, pgb.rps, composite, n.rps/composite), n.rps >= composite)
+	}
 	if n, ok := find(r.closed, nameNewPG); ok && okPgb {
-		row("new events, PostgreSQL ≥ 1.0× "+floor, fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
+		row("(new events, PostgreSQL, against "+floor+" alone)", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
 	}
 	if n, ok := find(r.closed, nameStorePG); ok && okPgb {
 		row("(the same, store only, no HTTP)", fmt.Sprintf("%.0f vs %.0f: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
 	}
 	if n, ok := find(r.closed, nameNewSQLite); ok && okPgb {
 		row("new events, SQLite ≥ the pgbench floor", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", n.rps, pgb.rps, n.rps/pgb.rps), n.rps >= pgb.rps)
+	}
+	if d, ok := find(r.closed, nameDup); ok {
+		if ng, ok := find(r.closed, nameNginx); ok {
+			row("duplicates ≥ 1.0× nginx proxy_pass (keepalive) to the same site", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", d.rps, ng.rps, d.rps/ng.rps), d.rps >= ng.rps)
+		}
 	}
 	if d, ok := find(r.closed, nameDup); ok && okBare {
 		row("duplicates ≥ 2× the bare proxy", fmt.Sprintf("%.0f vs %.0f req/s: %.2f×", d.rps, bare.rps, d.rps/bare.rps), d.rps >= 2*bare.rps)
@@ -257,16 +281,16 @@ func (r report) targets() string {
 	sn, ok2 := find(r.closed, nameServeNewPG)
 	if ok1 && ok2 && sp.procCPU > 0 && sn.procCPU > 0 {
 		ratio := float64(sn.procCPU) / float64(sp.procCPU)
-		row("hookonce process CPU per new event (PostgreSQL) ≤ 2.5× its CPU per pass-through request",
-			fmt.Sprintf("%s vs %s: %.2f× (hookonce serve, own process)", us(sn.procCPU), us(sp.procCPU), ratio), ratio <= 2.5)
+		row("hookonce process CPU per new event (PostgreSQL) ≤ 2.0× its CPU per pass-through request",
+			fmt.Sprintf("%s vs %s: %.2f× (hookonce serve, own process)", us(sn.procCPU), us(sp.procCPU), ratio), ratio <= 2.0)
 	}
 	dir, ok1 := find(r.open, nameDirect)
 	hoo, ok2 := find(r.open, nameNewPG)
 	pair, ok3 := find(r.open, fmt.Sprintf(namePgbenchRate, r.opts.rate))
 	if ok1 && ok2 && ok3 {
-		bound := dir.p99 + pair.p99 + 2*time.Millisecond
-		row(fmt.Sprintf("open loop %.0f/s, PostgreSQL: p99 ≤ direct p99 + the pgbench floor's p99 (the same script, -M prepared -R %.0f) + 2 ms", r.opts.rate, r.opts.rate),
-			fmt.Sprintf("%s ≤ %s + %s + 2 ms = %s", ms(hoo.p99), ms(dir.p99), ms(pair.p99), ms(bound)), hoo.p99 <= bound)
+		added := hoo.p99 - dir.p99
+		row(fmt.Sprintf("open loop %.0f/s, PostgreSQL: the p99 hookonce adds to the site's ≤ the store's own pair's p99 (the same script, pgbench -M prepared -R %.0f) + 2 ms", r.opts.rate, r.opts.rate),
+			fmt.Sprintf("+%s (%s − %s) vs %s + 2 ms", ms(added), ms(hoo.p99), ms(dir.p99), ms(pair.p99)), added <= pair.p99+2*time.Millisecond)
 	}
 	if f := r.flood; f != nil && f.err == nil {
 		row(fmt.Sprintf("peak RSS < 256 MiB, %d × 1 MiB webhooks, max_inflight %d", f.senders, f.inflight),
