@@ -30,8 +30,11 @@ package bench_test
 // ("0,1000000"; "none" skips the backend), HOOKONCE_GROWTH_DURATION the
 // length of a run, HOOKONCE_GROWTH_PURGE_DUTY (an experiment, e.g. 0.5)
 // pauses the purge after each batch so it runs only that share of the
-// time, and HOOKONCE_GROWTH_OUT names a file for the Markdown tables (they
-// are always logged).
+// time, HOOKONCE_GROWTH_PURGE_BATCH its batch (500, as serve's),
+// HOOKONCE_GROWTH_RATE (new events per second) offers new events at
+// that rate instead of flat out (the purge's effect at a site's load rather
+// than at saturation), and HOOKONCE_GROWTH_OUT names a file for the
+// Markdown tables (they are always logged).
 
 import (
 	"context"
@@ -47,6 +50,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,6 +182,8 @@ type growthRun struct {
 	nextID   int64
 	duration time.Duration
 	duty     float64 // the purge's share of time (0: no pause)
+	batch    int     // records a purge call removes at most
+	rate     float64 // new events offered per second (open loop); 0: growthWorkers flat out
 	rows     []growthRow
 }
 
@@ -240,6 +246,22 @@ func TestGrowth(t *testing.T) {
 		}
 		duty = f
 	}
+	batch := growthPurgeBatch
+	if v := os.Getenv("HOOKONCE_GROWTH_PURGE_BATCH"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("HOOKONCE_GROWTH_PURGE_BATCH=%q: want a number of records", v)
+		}
+		batch = n
+	}
+	var rate float64
+	if v := os.Getenv("HOOKONCE_GROWTH_RATE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			t.Fatalf("HOOKONCE_GROWTH_RATE=%q: want new events per second", v)
+		}
+		rate = f
+	}
 	var runs []*growthRun
 	if len(pgSizes) > 0 {
 		t.Run("postgres", func(t *testing.T) {
@@ -260,7 +282,7 @@ func TestGrowth(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			r := &growthRun{name: "PostgreSQL", store: s, db: &pgGrowth{pool: pool}, duration: duration, duty: duty}
+			r := &growthRun{name: "PostgreSQL", store: s, db: &pgGrowth{pool: pool}, duration: duration, duty: duty, batch: batch, rate: rate}
 			runs = append(runs, r)
 			r.grow(t, pgSizes)
 		})
@@ -280,7 +302,7 @@ func TestGrowth(t *testing.T) {
 			}
 			db.SetMaxOpenConns(1)
 			defer db.Close()
-			r := &growthRun{name: "SQLite", store: s, db: &liteGrowth{db: db}, duration: duration, duty: duty}
+			r := &growthRun{name: "SQLite", store: s, db: &liteGrowth{db: db}, duration: duration, duty: duty, batch: batch, rate: rate}
 			runs = append(runs, r)
 			r.grow(t, liteSizes)
 		})
@@ -342,7 +364,7 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 		if size > 0 {
 			r.check(t)
 		}
-		row.newEv = r.load(ctx, r.duration, nil, r.newEvent)
+		row.newEv = r.loadNew(ctx, r.duration, nil)
 		t.Logf("%s %d: new %.0f/s p99 %s", r.name, row.records, row.newEv.rate(), row.newEv.p99)
 		if r.liveDone() > 0 {
 			row.dup = r.load(ctx, r.duration, nil, r.duplicate)
@@ -358,10 +380,10 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 				defer close(stop)
 				time.Sleep(r.duration / 10) // the load runs before the purge starts
 				t0 := time.Now()
-				row.purged, perr = growthPurge(ctx, r.store, r.duty)
+				row.purged, perr = growthPurge(ctx, r.store, r.batch, r.duty)
 				row.purgeTime = time.Since(t0)
 			}()
-			row.inPurge = r.load(ctx, 0, stop, r.newEvent)
+			row.inPurge = r.loadNew(ctx, 0, stop)
 			wg.Wait()
 			if perr != nil {
 				t.Errorf("%s purge: %v", r.name, perr)
@@ -388,9 +410,9 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 // HOOKONCE_GROWTH_PURGE_DUTY) it pauses after each batch so that batches
 // run only that share of the time. One cursor for the run, as purgeBatches
 // gives.
-func growthPurge(ctx context.Context, s dedupe.Store, duty float64) (int, error) {
+func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64) (int, error) {
 	total := 0
-	req := dedupe.PurgeRequest{Limit: growthPurgeBatch, Cursor: new(dedupe.PurgeCursor)}
+	req := dedupe.PurgeRequest{Limit: batch, Cursor: new(dedupe.PurgeCursor)}
 	for {
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, growthPurgeCall)
@@ -400,7 +422,7 @@ func growthPurge(ctx context.Context, s dedupe.Store, duty float64) (int, error)
 		if err != nil {
 			return total, err
 		}
-		if n < growthPurgeBatch {
+		if n < batch {
 			return total, nil
 		}
 		if duty > 0 && duty < 1 {
@@ -555,6 +577,72 @@ func (r *growthRun) load(ctx context.Context, d time.Duration, stop <-chan struc
 	return res
 }
 
+// loadNew runs new events: flat out from growthWorkers, or offered at
+// r.rate per second (HOOKONCE_GROWTH_RATE), each due at its time and its
+// latency counted from then (a stall counts for every event it delays),
+// the load a site sees rather than the most two cores can carry.
+func (r *growthRun) loadNew(ctx context.Context, d time.Duration, stop <-chan struct{}) loadResult {
+	if r.rate <= 0 {
+		return r.load(ctx, d, stop, r.newEvent)
+	}
+	if d > 0 {
+		ch := make(chan struct{})
+		time.AfterFunc(d, func() { close(ch) })
+		stop = ch
+	}
+	interval := time.Duration(float64(time.Second) / r.rate)
+	var (
+		mu       sync.Mutex
+		all      []time.Duration
+		errs     atomic.Int64
+		firstErr atomic.Value
+		wg       sync.WaitGroup
+		inFlight atomic.Int64
+	)
+	start := time.Now()
+	for k := int64(0); ; k++ {
+		due := start.Add(time.Duration(k) * interval)
+		select {
+		case <-stop:
+		case <-time.After(time.Until(due)):
+			if inFlight.Load() >= 4*growthWorkers { // the store cannot keep up: count it, do not pile on
+				if errs.Add(1) == 1 {
+					firstErr.Store(fmt.Errorf("more than %d new events in flight at %.0f/s", 4*growthWorkers, r.rate))
+				}
+				continue
+			}
+			inFlight.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer inFlight.Add(-1)
+				rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(k)))
+				if err := r.newEvent(ctx, rng); err != nil {
+					if errs.Add(1) == 1 {
+						firstErr.Store(err)
+					}
+					return
+				}
+				l := time.Since(due)
+				mu.Lock()
+				all = append(all, l)
+				mu.Unlock()
+			}()
+			continue
+		}
+		break
+	}
+	wg.Wait()
+	res := loadResult{elapsed: time.Since(start), errs: errs.Load()}
+	res.firstErr, _ = firstErr.Load().(error)
+	res.n = int64(len(all))
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) > 0 {
+		res.p50, res.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
+	}
+	return res
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 func human(n int64) string {
@@ -570,6 +658,9 @@ func human(n int64) string {
 func growthReport(runs []*growthRun, d time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d workers, %s per run; new event = Claim + Complete, duplicate = Claim of a done record.\n\n", growthWorkers, d)
+	if len(runs) > 0 && runs[0].rate > 0 {
+		fmt.Fprintf(&b, "New events offered at %.0f/s (open loop, latency from when each was due; HOOKONCE_GROWTH_RATE), duplicates flat out.\n\n", runs[0].rate)
+	}
 	b.WriteString("| store | records | fill | size | new events/s | p50 | p99 | vs empty | duplicates/s | p50 | p99 |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
@@ -782,6 +873,12 @@ func (l *liteGrowth) fill(ctx context.Context, g segment) error {
 
 func (l *liteGrowth) settle(ctx context.Context) error {
 	_, err := l.db.ExecContext(ctx, `ANALYZE; PRAGMA wal_checkpoint(TRUNCATE)`)
+	// The fill runs with synchronous=OFF, so its checkpoint left hundreds
+	// of megabytes dirty in the kernel's cache; flushed by the kernel
+	// during the first runs, they stalled every fsync of the store behind
+	// them (new events at 1 M records offered at 1,000/s: a p99 of 1 s).
+	// Write them out first, as a PostgreSQL fill's CHECKPOINT does.
+	syscall.Sync()
 	return err
 }
 
