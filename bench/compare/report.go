@@ -124,8 +124,11 @@ func (r report) markdown() string {
 		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, latency from when each request was due.\n\n", o.rate, o.openDur)
 		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | max | GC cycles, longest pause⁴ | longest scheduling wait⁴ | steal⁵ | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.open {
-			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %d, ≤ %s | ≤ %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), ms(s.max),
-				s.tails.gcs, ms(s.tails.gcPause), ms(s.tails.schedWait), ms(s.tails.steal), errCell(s))
+			mx, gc, sched, steal := ms(s.max), fmt.Sprintf("%d, ≤ %s", s.tails.gcs, ms(s.tails.gcPause)), "≤ "+ms(s.tails.schedWait), ms(s.tails.steal)
+			if s.max == 0 { // an external load generator (pgbench): its own log gives no maximum, and this process is idle
+				mx, gc, sched, steal = "–", "–", "–", "–"
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name, s.rps, ms(s.p50), ms(s.p99), ms(s.p999), mx, gc, sched, steal, errCell(s))
 		}
 		b.WriteString("\n⁴ this process (load generator, site and the in-process hookonce), all rounds: the Go runtime's histograms (/gc/pauses, /sched/latencies), the upper bound of the highest bucket reached; a scheduling wait is a runnable goroutine waiting for a thread. ⁵ CPU time the hypervisor gave to other guests over the rounds (/proc/stat, all CPUs). max is the slowest request of the worst round.\n\n")
 	}
