@@ -59,6 +59,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/openloop"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
@@ -590,57 +591,14 @@ func (r *growthRun) loadNew(ctx context.Context, d time.Duration, stop <-chan st
 		time.AfterFunc(d, func() { close(ch) })
 		stop = ch
 	}
-	interval := time.Duration(float64(time.Second) / r.rate)
-	var (
-		mu       sync.Mutex
-		all      []time.Duration
-		errs     atomic.Int64
-		firstErr atomic.Value
-		wg       sync.WaitGroup
-		inFlight atomic.Int64
-	)
-	start := time.Now()
-	for k := int64(0); ; k++ {
-		due := start.Add(time.Duration(k) * interval)
-		select {
-		case <-stop:
-		case <-time.After(time.Until(due)):
-			if inFlight.Load() >= 4*growthWorkers { // the store cannot keep up: count it, do not pile on
-				if errs.Add(1) == 1 {
-					firstErr.Store(fmt.Errorf("more than %d new events in flight at %.0f/s", 4*growthWorkers, r.rate))
-				}
-				continue
-			}
-			inFlight.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer inFlight.Add(-1)
-				rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(k)))
-				if err := r.newEvent(ctx, rng); err != nil {
-					if errs.Add(1) == 1 {
-						firstErr.Store(err)
-					}
-					return
-				}
-				l := time.Since(due)
-				mu.Lock()
-				all = append(all, l)
-				mu.Unlock()
-			}()
-			continue
-		}
-		break
+	res := openloop.Run(r.rate, 0, stop, 4*growthWorkers, func(k int64) error {
+		return r.newEvent(ctx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(k))))
+	})
+	out := loadResult{n: int64(len(res.Latencies)), elapsed: res.Elapsed, errs: res.Errors, firstErr: res.FirstErr}
+	if all := res.Latencies; len(all) > 0 {
+		out.p50, out.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
 	}
-	wg.Wait()
-	res := loadResult{elapsed: time.Since(start), errs: errs.Load()}
-	res.firstErr, _ = firstErr.Load().(error)
-	res.n = int64(len(all))
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	if len(all) > 0 {
-		res.p50, res.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
-	}
-	return res
+	return out
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/testkit/openloop"
 	"github.com/hookonce/hookonce/proxy"
 )
 
@@ -137,53 +138,22 @@ func openLoop(rate float64, d time.Duration, f op, m meters) sample {
 	const maxInFlight = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
-	interval := time.Duration(float64(time.Second) / rate)
-	n := int64(d / interval)
-	var mu sync.Mutex
-	all := make([]time.Duration, 0, n)
-	var errs, inFlight atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
+	n := int64(d / time.Duration(float64(time.Second)/rate))
 	cpu0 := selfCPU()
 	srv0, proc0 := m.read()
 	tm := startTails()
-	start := time.Now()
-	for k := range n {
-		due := start.Add(time.Duration(k) * interval)
-		i := seq.Add(1)
-		time.Sleep(time.Until(due))
-		if inFlight.Load() >= maxInFlight {
-			errs.Add(1)
-			firstErr.CompareAndSwap(nil, "too many requests in flight")
-			continue
-		}
-		inFlight.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer inFlight.Add(-1)
-			if err := f(ctx, i); err != nil {
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				return
-			}
-			l := time.Since(due)
-			mu.Lock()
-			all = append(all, l)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed, cpu1 := time.Since(start), selfCPU()
+	res := openloop.Run(rate, n, nil, maxInFlight, func(int64) error { return f(ctx, seq.Add(1)) })
+	cpu1 := selfCPU()
 	srv1, proc1 := m.read()
-	s := sample{Elapsed: elapsed, Errors: errs.Load(), SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0,
+	all := res.Latencies
+	s := sample{Elapsed: res.Elapsed, Errors: res.Errors, SelfCPU: cpu1 - cpu0, ServerCPU: srv1 - srv0, ProcCPU: proc1 - proc0,
 		Requests: int64(len(all)), Tails: tm.stop()}
-	if e, ok := firstErr.Load().(string); ok {
-		s.FirstErr = e
+	if res.FirstErr != nil {
+		s.FirstErr = res.FirstErr.Error()
 	}
 	s.P50, s.P99, s.P999 = percentiles(all)
 	if len(all) > 0 {
-		s.Max = all[len(all)-1] // sorted by percentiles
+		s.Max = all[len(all)-1]
 	}
 	return s
 }
