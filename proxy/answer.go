@@ -218,23 +218,13 @@ var unstored = map[string]bool{
 // storable turns a captured answer into what is kept for replay.
 func storable(s *contract.Sender, c *capture) dedupe.Response {
 	// The capture is this delivery's alone and never written again once
-	// the forward returned: what is kept shares its header map and body
-	// rather than copying them. Content-Length and Date go first, from the
-	// live answer too (writeCaptured sets the length, net/http dates the
-	// answer it sends); any other header a stored answer must not carry
-	// means a filtered copy.
-	delete(c.header, "Content-Length")
-	delete(c.header, "Date")
-	h := c.header
-	for k := range c.header {
-		if unstored[k] || stripped(s, k) {
-			h = make(http.Header, len(c.header))
-			for k, vs := range c.header {
-				if !unstored[k] && !stripped(s, k) {
-					h[k] = vs
-				}
-			}
-			break
+	// the forward returned: the stored answer shares its body and header
+	// values rather than copying them (each capped at its length, so an
+	// append to one, here or to the live answer, copies it first).
+	h := make(http.Header, len(c.header))
+	for k, vs := range c.header {
+		if !unstored[k] && !stripped(s, k) {
+			h[k] = vs[:len(vs):len(vs)]
 		}
 	}
 	// The capture held at most max_stored_body; a longer answer was

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"runtime/metrics"
 	"strconv"
@@ -61,7 +62,7 @@ func maxGained(before, after *metrics.Float64Histogram) time.Duration {
 	for i := len(after.Counts) - 1; i >= 0; i-- {
 		if after.Counts[i] > before.Counts[i] {
 			hi := after.Buckets[i+1]
-			if hi > 1e9 { // +Inf: the bucket's lower bound
+			if math.IsInf(hi, 1) { // the last bucket: its lower bound
 				hi = after.Buckets[i]
 			}
 			return time.Duration(hi * float64(time.Second))
