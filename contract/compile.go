@@ -322,6 +322,18 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			}
 			sigCfg = p.Signature.merge(sf.Signature)
 			s.Success = p.Success
+			if p.FinalStatuses != "" {
+				s.FinalStatuses = *mustStatuses(p.FinalStatuses)
+			}
+			if sf.FinalStatuses != nil && sf.Success == nil && p.Success != nil && p.Success.Statuses != nil {
+				// The sender's own final_statuses is the operator saying
+				// which answers to store: it replaces the statuses of the
+				// preset's success rule too (YooKassa's "200 only"), and
+				// the rest of that rule (a body to match) still holds.
+				su := *p.Success
+				su.Statuses = nil
+				s.Success = &su
+			}
 			s.presetMethods = p.Methods
 			s.NoDedupe = append([]NoDedupeShape(nil), p.NoDedupe...)
 			if len(sf.Key) > 0 {

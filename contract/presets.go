@@ -14,6 +14,14 @@ type preset struct {
 	Signature   SignatureConfig
 	RetryWindow time.Duration
 	Success     *Success // nil: every final status is a success
+	// FinalStatuses are the answers stored and replayed ("": the file's
+	// final_statuses, else the built-in 2xx,4xx). A provider
+	// that retries every answer but a 2xx does not take a 404 or a 403
+	// as delivered: its preset says "2xx", so any other answer is handed
+	// back, the claim is freed and the provider's retry reaches the site.
+	// It beats the file's defaults (as RetryWindow does); the sender's
+	// own final_statuses beats it.
+	FinalStatuses string
 	// Methods the provider is documented to call back with; nil: POST.
 	// They are the sender's match.method unless the file names one, and
 	// check warns when the file's excludes one of them.
@@ -67,51 +75,97 @@ var yes = func() *bool { b := true; return &b }()
 // The built-in ttl (DefaultTTL) is at least every preset's window, and a
 // sender whose file sets no ttl gets at least its preset's window, so a
 // config that leaves ttl alone never warns.
+//
+// Which answers are stored: Stripe, Shopify, Slack, Standard Webhooks and
+// Telegram resend a delivery answered with anything but a 2xx, and a
+// GitHub delivery answered so is a failed delivery, the one an operator
+// or a script redelivers; none of them takes a 404 or a 403 as
+// delivered. Their presets store only a 2xx (FinalStatuses "2xx"): a
+// deploy's 404 or a firewall's 403 is handed back, the claim is freed,
+// and the retry or redelivery reaches the site once it is fixed. An
+// operator who wants a 4xx stored names it in the sender's
+// final_statuses.
 var presets = map[string]preset{
 	// Stripe: the Event object's id is unique per event (API reference,
 	// "The Event object": id, "Unique identifier for the object"), and
-	// its retries resend that event. pending_webhooks, "Number of
-	// webhooks that haven't been successfully delivered", is rendered
-	// anew for every delivery, so a retry after another endpoint
-	// succeeded differs in it: the payload hash leaves it out.
+	// its retries resend that event. One event reaches one URL twice
+	// during Stripe's documented API-version upgrade ("Handle webhook
+	// versioning": a second endpoint on the same URL, with the new
+	// api_version; a webhook endpoint's api_version is the version
+	// "events are rendered as for this webhook endpoint"): the same id,
+	// rendered in another api_version, signed with the second endpoint's
+	// own secret. Both copies are for the site (it processes one and
+	// acknowledges the other, by the version), so api_version is part of
+	// the key: each copy runs once and the retries of each are replayed.
+	// Events before late 2014 carry a null api_version, so it is
+	// optional. pending_webhooks, "Number of webhooks that haven't been
+	// successfully delivered", is rendered anew for every delivery, so a
+	// retry after another endpoint succeeded differs in it: the payload
+	// hash leaves it out.
 	"stripe": {
-		Keys:        []KeyPart{{Source: FromBody, Name: "id"}},
-		Signature:   SignatureConfig{Scheme: SchemeStripe},
-		RetryWindow: 72 * time.Hour,
-		Hash:        HashJSON,
-		Ignore:      []string{"pending_webhooks"},
+		Keys:          []KeyPart{{Source: FromBody, Name: "id"}, {Source: FromBody, Name: "api_version", Optional: true}},
+		Signature:     SignatureConfig{Scheme: SchemeStripe},
+		RetryWindow:   72 * time.Hour,
+		FinalStatuses: "2xx",
+		Hash:          HashJSON,
+		Ignore:        []string{"pending_webhooks"},
 	},
 	// GitHub: X-GitHub-Delivery is the event's id, "shared with all
 	// deliveries for all webhooks that subscribe to this event" (REST
 	// API, hook delivery guid); X-GitHub-Hook-ID names the webhook the
 	// delivery is for. One event to two hooks on one URL is two
-	// deliveries; a redelivery keeps both.
+	// deliveries; a redelivery keeps both. GitHub does not redeliver by
+	// itself: a delivery answered with anything but a 2xx is recorded as
+	// failed, and the operator (or a script) redelivers it; a stored 404
+	// would answer that redelivery, so only a 2xx is stored.
 	"github": {
 		// The hook id is read when present (GitHub sends it on every
 		// delivery); a delivery without it (a hand-made test, a tool) is
 		// keyed by its delivery id alone, as before the hook id counted,
 		// which no delivery that has one shares.
-		Keys:        []KeyPart{{Source: FromHeader, Name: "X-Github-Hook-Id", Optional: true}, {Source: FromHeader, Name: "X-Github-Delivery"}},
-		Signature:   SignatureConfig{Scheme: SchemeGitHub},
-		RetryWindow: 72 * time.Hour,
+		Keys:          []KeyPart{{Source: FromHeader, Name: "X-Github-Hook-Id", Optional: true}, {Source: FromHeader, Name: "X-Github-Delivery"}},
+		Signature:     SignatureConfig{Scheme: SchemeGitHub},
+		RetryWindow:   72 * time.Hour,
+		FinalStatuses: "2xx",
 	},
-	// Shopify: X-Shopify-Event-Id names the event, "the same value across
-	// more than one webhook indicates a duplicate", and a shop with
-	// several subscriptions to one topic gets one webhook per
-	// subscription (shopify.dev, "Ignore duplicate webhooks"). Those
-	// copies may differ (include_fields, API version), so a changed
-	// payload under one event id is a duplicate and gets the first's
-	// answer.
+	// Shopify: the delivery-structure page's headers table says what
+	// each id is: X-Shopify-Event-Id is shared by every delivery one
+	// merchant action produces (orders/create, orders/paid and
+	// orders/updated of one checkout carry the same one), and
+	// X-Shopify-Webhook-Id is one per delivery (so each subscription's
+	// copy has its own). The key is the topic with the event id: each
+	// topic of one action is its own event and runs; a retry repeats
+	// both and is replayed; two subscriptions to one topic get one
+	// delivery each with the same event id, which Shopify's "Ignore
+	// duplicate webhooks" page calls duplicates ("the same value across
+	// more than one webhook indicates a duplicate", and one webhook per
+	// subscription for the same event): one run. Keying on the
+	// Webhook-Id would run the handler once per subscription; on the
+	// Event-Id alone, only the action's first topic would run. Without
+	// an Event-Id (older API versions) the Webhook-Id stands in. The
+	// copies of one topic for two subscriptions may differ
+	// (include_fields, API version), so a changed payload under one key
+	// is a duplicate and gets the first's answer.
 	"shopify": {
-		Keys:           []KeyPart{{Source: FromHeader, Name: "X-Shopify-Event-Id", Fallback: []string{"X-Shopify-Webhook-Id"}}},
+		Keys: []KeyPart{
+			{Source: FromHeader, Name: "X-Shopify-Topic"},
+			{Source: FromHeader, Name: "X-Shopify-Event-Id", Fallback: []string{"X-Shopify-Webhook-Id"}},
+		},
 		Signature:      SignatureConfig{Scheme: SchemeShopify},
 		RetryWindow:    4 * time.Hour,
+		FinalStatuses:  "2xx",
 		ChangedPayload: ChangedDuplicate,
 	},
+	// Standard Webhooks: webhook-id is "unique across all messages, but
+	// the same when the same webhook is being resent"; a delivery "is
+	// considered successful if it was responded to with a 2xx status
+	// code", any other status (the specification names 404 and 500) is a
+	// failure the sender retries.
 	"standard-webhooks": {
-		Keys:        []KeyPart{{Source: FromHeader, Name: "Webhook-Id"}},
-		Signature:   SignatureConfig{Scheme: SchemeStandardWebhooks},
-		RetryWindow: 75 * time.Hour,
+		Keys:          []KeyPart{{Source: FromHeader, Name: "Webhook-Id"}},
+		Signature:     SignatureConfig{Scheme: SchemeStandardWebhooks},
+		RetryWindow:   75 * time.Hour,
+		FinalStatuses: "2xx",
 	},
 	// Slack: Events API callbacks carry event_id. The URL verification
 	// handshake (type url_verification, answered with its challenge) and
@@ -120,11 +174,13 @@ var presets = map[string]preset{
 	// signed the same way and carry none either, and Slack does not retry
 	// them. Those shapes go to the site undeduplicated (api.slack.com:
 	// "url_verification event", "Rate limiting: app_rate_limited",
-	// "Handling user interaction", "Slash commands").
+	// "Handling user interaction", "Slash commands"). Slack retries an
+	// event answered with anything but a 2xx.
 	"slack": {
-		Keys:        []KeyPart{{Source: FromBody, Name: "event_id"}},
-		Signature:   SignatureConfig{Scheme: SchemeSlack},
-		RetryWindow: 10 * time.Minute,
+		Keys:          []KeyPart{{Source: FromBody, Name: "event_id"}},
+		Signature:     SignatureConfig{Scheme: SchemeSlack},
+		RetryWindow:   10 * time.Minute,
+		FinalStatuses: "2xx",
 		NoDedupe: []NoDedupeShape{
 			{When: []Condition{cond(FromBody, "type", "url_verification", "", nil)}, IfKeyMissing: true, Reason: "slack url_verification handshake (no event_id)"},
 			{When: []Condition{cond(FromBody, "type", "app_rate_limited", "", nil)}, IfKeyMissing: true, Reason: "slack app_rate_limited (no event_id)"},

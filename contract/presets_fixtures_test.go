@@ -65,6 +65,18 @@ func TestStripeFixture(t *testing.T) {
 	if _, h := read(strings.Replace(body, `"amount": 2000`, `"amount": 2001`, 1)); h == hash {
 		t.Error("another amount under the event's id hashes alike")
 	}
+	// The fixture's api_version is null (an event rendered before Stripe
+	// stamped versions): the key is the id alone. Rendered for an
+	// endpoint with a version, the version joins the key, so the two
+	// endpoints of an API-version upgrade on one URL get two keys.
+	if !strings.Contains(body, `"api_version": null`) {
+		t.Fatal("the fixture's api_version moved")
+	}
+	older, _ := read(strings.Replace(body, `"api_version": null`, `"api_version": "2024-06-20"`, 1))
+	newer, _ := read(strings.Replace(body, `"api_version": null`, `"api_version": "2025-03-31.basil"`, 1))
+	if older != key+":2024-06-20" || newer != key+":2025-03-31.basil" {
+		t.Errorf("keys in two API versions: %q and %q", older, newer)
+	}
 }
 
 // keyAndHash reads the key and payload hash of a JSON POST to /hook with

@@ -24,17 +24,29 @@ type hmacNote struct {
 // notification gets a distinct key, and every retry the provider
 // documents gets the same key and the same payload hash as its first
 // delivery (Stripe's pending_webhooks, Slack's retry headers and GitHub's
-// redelivery do not change either). Shopify's second subscription shares
-// the first's key, and the preset says that a changed payload under it is
-// a duplicate.
+// redelivery do not change either). Stripe's copy of one event for the
+// second endpoint of an API-version upgrade (another api_version) is its
+// own notification. Shopify's topics of one merchant action (one
+// X-Shopify-Event-Id, a Webhook-Id each) are distinct notifications; its
+// second subscription to one topic shares the first's key (see
+// TestShopifySecondSubscription), and the preset says that a changed
+// payload under it is a duplicate.
 func TestHMACPresetKeysAndRetries(t *testing.T) {
 	t.Setenv("HOOKONCE_OK", "x")
 	t.Setenv("HOOKONCE_WHSEC", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	stripe := func(id string, pending int, amount string) string {
+	stripeIn := func(version, id string, pending int, amount string) string {
 		// The shape of Stripe's Event object (API reference, "The Event
-		// object"); pending_webhooks is rendered for each delivery.
-		return `{"id":"` + id + `","object":"event","api_version":"2022-11-15","created":1686089970,"data":{"object":{"id":"pi_3MtwBwLkdIwHu7ix28a3tqPa","object":"payment_intent","amount":` +
+		// object"); pending_webhooks is rendered for each delivery, and
+		// api_version is the rendering endpoint's.
+		return `{"id":"` + id + `","object":"event","api_version":"` + version + `","created":1686089970,"data":{"object":{"id":"pi_3MtwBwLkdIwHu7ix28a3tqPa","object":"payment_intent","amount":` +
 			amount + `}},"livemode":false,"pending_webhooks":` + strconv.Itoa(pending) + `,"request":{"id":null,"idempotency_key":null},"type":"payment_intent.succeeded"}`
+	}
+	stripe := func(id string, pending int, amount string) string { return stripeIn("2022-11-15", id, pending, amount) }
+	shop := func(topic, webhook string) []string {
+		// One merchant action (a checkout): one Event-Id on every topic's
+		// delivery, a Webhook-Id per delivery (shopify.dev, "Webhooks
+		// delivery structure", Headers).
+		return []string{"X-Shopify-Topic", topic, "X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5", "X-Shopify-Webhook-Id", webhook}
 	}
 	gh := func(hook, delivery string, extra ...string) []string {
 		return append([]string{"X-GitHub-Hook-ID", hook, "X-GitHub-Delivery", delivery, "X-GitHub-Event", "issues"}, extra...)
@@ -49,6 +61,8 @@ func TestHMACPresetKeysAndRetries(t *testing.T) {
 			{"evt_1 succeeded", nil, stripe("evt_1NG8Du2eZvKYlo2CUI79vXWy", 1, "2000")}, // retry: another endpoint succeeded meanwhile
 			{"evt_1 succeeded", nil, stripe("evt_1NG8Du2eZvKYlo2CUI79vXWy", 0, "2000")},
 			{"evt_2", nil, stripe("evt_1NG8Du2eZvKYlo2CAmJXZf9c", 1, "2000")},
+			{"evt_1 for the upgrade's endpoint", nil, stripeIn("2024-06-20", "evt_1NG8Du2eZvKYlo2CUI79vXWy", 2, "2000")},
+			{"evt_1 for the upgrade's endpoint", nil, stripeIn("2024-06-20", "evt_1NG8Du2eZvKYlo2CUI79vXWy", 0, "2000")}, // its retry
 		}},
 		{"github", "HOOKONCE_OK", contract.ChangedConflict, []hmacNote{
 			{"issues.opened to the repository hook", gh("292430182", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{"action":"opened","issue":{"number":1}}`},
@@ -57,9 +71,12 @@ func TestHMACPresetKeysAndRetries(t *testing.T) {
 			{"issues.closed to the repository hook", gh("292430182", "0b989ba4-242f-11e5-81e1-c7b6966d2516"), `{"action":"closed","issue":{"number":1}}`},
 		}},
 		{"shopify", "HOOKONCE_OK", contract.ChangedDuplicate, []hmacNote{
-			{"orders/create", []string{"X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5", "X-Shopify-Webhook-Id", "b54557e4"}, `{"id":820982911946154508}`},
-			{"orders/create", []string{"X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5", "X-Shopify-Webhook-Id", "b54557e4"}, `{"id":820982911946154508}`}, // retry
-			{"orders/paid", []string{"X-Shopify-Event-Id", "1b0e2c4a-95f3-4b7e-8c2d-7f6a5e4d3c2b", "X-Shopify-Webhook-Id", "c1d2e3f4"}, `{"id":820982911946154508}`},
+			{"orders/create", shop("orders/create", "b54557e4-0a1b-4c2d-9e3f-4a5b6c7d8e9f"), `{"id":820982911946154508}`},
+			{"orders/create", shop("orders/create", "b54557e4-0a1b-4c2d-9e3f-4a5b6c7d8e9f"), `{"id":820982911946154508}`}, // retry
+			{"orders/paid", shop("orders/paid", "c1d2e3f4-1b2c-4d3e-8f4a-5b6c7d8e9f0a"), `{"id":820982911946154508,"financial_status":"paid"}`},
+			{"orders/updated", shop("orders/updated", "d2e3f4a5-2c3d-4e4f-9a5b-6c7d8e9f0a1b"), `{"id":820982911946154508,"financial_status":"paid"}`},
+			{"orders/updated", shop("orders/updated", "d2e3f4a5-2c3d-4e4f-9a5b-6c7d8e9f0a1b"), `{"id":820982911946154508,"financial_status":"paid"}`}, // retry
+			{"orders/create of the next order", []string{"X-Shopify-Topic", "orders/create", "X-Shopify-Event-Id", "1b0e2c4a-95f3-4b7e-8c2d-7f6a5e4d3c2b", "X-Shopify-Webhook-Id", "e3f4"}, `{"id":820982911946154509}`},
 		}},
 		{"standard-webhooks", "HOOKONCE_WHSEC", contract.ChangedConflict, []hmacNote{
 			{"msg 1", []string{"webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp", "1614265330"}, `{"type":"invoice.paid"}`},
@@ -106,6 +123,35 @@ func TestHMACPresetKeysAndRetries(t *testing.T) {
 				byNote[n.what], byKey[key] = seen{key, hash}, n.what
 			}
 		})
+	}
+}
+
+// TestShopifySecondSubscription: a shop with two subscriptions to one
+// topic gets one delivery per subscription for one merchant action, each
+// with its own X-Shopify-Webhook-Id and the action's X-Shopify-Event-Id
+// (and, with include_fields, another body). Shopify's "Ignore duplicate
+// webhooks" calls them duplicates: one key. Without an Event-Id (older
+// API versions) the Webhook-Id stands in.
+func TestShopifySecondSubscription(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "x")
+	s := mustSender(t, "preset: shopify", "signature: {secret_env: HOOKONCE_OK}")
+	key := func(body string, kv ...string) string {
+		k, err := s.Key(delivery(t, "POST", "/hook", "application/json", body, "", kv...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	first := key(`{"id":820982911946154508,"total_price":"10.00"}`, "X-Shopify-Topic", "orders/paid", "X-Shopify-Event-Id", "ev-1", "X-Shopify-Webhook-Id", "wh-a")
+	second := key(`{"id":820982911946154508}`, "X-Shopify-Topic", "orders/paid", "X-Shopify-Event-Id", "ev-1", "X-Shopify-Webhook-Id", "wh-b")
+	if first != second || first != "orders/paid:ev-1" {
+		t.Errorf("two subscriptions to orders/paid: keys %q and %q, want one, orders/paid:ev-1", first, second)
+	}
+	if k := key(`{}`, "X-Shopify-Topic", "orders/paid", "X-Shopify-Webhook-Id", "wh-a"); k != "orders/paid:wh-a" {
+		t.Errorf("without an Event-Id: %q, want orders/paid:wh-a", k)
+	}
+	if _, err := s.Key(delivery(t, "POST", "/hook", "application/json", `{}`, "", "X-Shopify-Event-Id", "ev-1")); err == nil {
+		t.Error("a delivery without X-Shopify-Topic has a key (Shopify sends it on every delivery)")
 	}
 }
 
@@ -222,5 +268,56 @@ func TestGitHubKeyWithoutHookID(t *testing.T) {
 	}
 	if a, b := key("X-GitHub-Delivery", "a:b"), key("X-GitHub-Hook-ID", "a", "X-GitHub-Delivery", "b"); a == b {
 		t.Errorf("delivery a:b and hook a + delivery b share the key %q", a)
+	}
+}
+
+// TestPresetFinalStatuses: a preset for a sender that retries any answer
+// but a 2xx (Stripe, Shopify, Slack, Standard Webhooks, Telegram; GitHub's
+// redelivery of a failed delivery) stores only a 2xx, so a 404 or 403 is
+// handed back and frees the claim; the file's defaults do not undo it,
+// and the sender's own final_statuses does. A preset that says nothing
+// keeps the built-in 2xx,4xx.
+func TestPresetFinalStatuses(t *testing.T) {
+	t.Setenv("HOOKONCE_OK", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	ok := func(s *contract.Sender, status int) bool {
+		got, _ := s.Succeeded(delivery(t, "POST", "/hook", "application/json", `{}`, ""), status, nil)
+		return s.Final(status) && got
+	}
+	for _, p := range []string{"stripe", "github", "shopify", "standard-webhooks", "slack", "telegram"} {
+		s := mustSender(t, "preset: "+p, "signature: {secret_env: HOOKONCE_OK}")
+		for _, st := range []int{200, 201, 204} {
+			if !ok(s, st) {
+				t.Errorf("%s: %d is not stored", p, st)
+			}
+		}
+		for _, st := range []int{301, 400, 401, 403, 404, 410, 422, 429, 500, 503} {
+			if s.Final(st) {
+				t.Errorf("%s: %d is stored; the sender retries it", p, st)
+			}
+		}
+		own := mustSender(t, "preset: "+p, "signature: {secret_env: HOOKONCE_OK}", `final_statuses: "2xx,404"`)
+		if !ok(own, 404) || own.Final(403) {
+			t.Errorf("%s: the sender's final_statuses 2xx,404 does not replace the preset's", p)
+		}
+		c, err := contract.Parse([]byte("defaults: {final_statuses: \"2xx,4xx\"}\n"+senderYAML("preset: "+p, "signature: {secret_env: HOOKONCE_OK}")), "test.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Senders[0].Final(404) {
+			t.Errorf("%s: the file's defaults make a 404 final again", p)
+		}
+	}
+	if s := mustSender(t, "preset: cdek", "signature: {secret_env: HOOKONCE_OK}"); !s.Final(404) || s.Final(429) {
+		t.Error("cdek: a preset that names no final statuses no longer keeps the built-in 2xx,4xx")
+	}
+	// A preset whose success rule names statuses (YooKassa: 200 only):
+	// the sender's final_statuses replaces them too.
+	yk := mustSender(t, "preset: yookassa")
+	if ok(yk, 204) || ok(yk, 404) || !ok(yk, 200) {
+		t.Error("yookassa: want 200 only")
+	}
+	yk404 := mustSender(t, "preset: yookassa", `final_statuses: "200,404"`)
+	if !ok(yk404, 404) || !ok(yk404, 200) || ok(yk404, 204) {
+		t.Error("yookassa with final_statuses 200,404: want 200 and 404 stored, 204 not")
 	}
 }

@@ -17,9 +17,14 @@ package contract
 // Bot API call in the body ("perform a request to the Bot API while
 // sending an answer to the webhook"), and replaying that answer would
 // make Telegram run the call again (send the message twice). Telegram
-// documents no retry window, so none is assumed.
+// documents no retry window, so none is assumed. Telegram repeats a
+// request answered with any status but a 2xx (setWebhook: "a request
+// with response HTTP status code different from 2XY"), so only a 2xx is
+// stored: a stored 404 would answer Telegram's repeat with the empty 200
+// above, and the update would be lost.
 var telegram = preset{
-	Keys: []KeyPart{{Source: FromBody, Name: "update_id"}},
+	Keys:          []KeyPart{{Source: FromBody, Name: "update_id"}},
+	FinalStatuses: "2xx",
 	Signature: SignatureConfig{
 		Scheme: SchemeToken,
 		From:   []keyPartFile{{Header: "X-Telegram-Bot-Api-Secret-Token"}},

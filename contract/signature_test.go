@@ -539,9 +539,11 @@ func TestPresetsFillKeyAndWindow(t *testing.T) {
 		want   string
 	}{
 		{"stripe", 72 * time.Hour, nil, `{"id":"evt_1","object":"event"}`, "evt_1"},
+		{"stripe", 72 * time.Hour, nil, `{"id":"evt_1","object":"event","api_version":null}`, "evt_1"},
+		{"stripe", 72 * time.Hour, nil, `{"id":"evt_1","object":"event","api_version":"2024-06-20"}`, "evt_1:2024-06-20"},
 		{"github", 72 * time.Hour, hdr("X-GitHub-Hook-ID", "292430182", "X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{}`, "292430182:72d3162e-cc78-11e3-81ab-4c9367dc0958"},
-		{"shopify", 4 * time.Hour, hdr("X-Shopify-Event-Id", "ev-9", "X-Shopify-Webhook-Id", "wh-1"), `{}`, "ev-9"},
-		{"shopify", 4 * time.Hour, hdr("X-Shopify-Webhook-Id", "wh-1"), `{}`, "wh-1"},
+		{"shopify", 4 * time.Hour, hdr("X-Shopify-Topic", "orders/paid", "X-Shopify-Event-Id", "ev-9", "X-Shopify-Webhook-Id", "wh-1"), `{}`, "orders/paid:ev-9"},
+		{"shopify", 4 * time.Hour, hdr("X-Shopify-Topic", "orders/paid", "X-Shopify-Webhook-Id", "wh-1"), `{}`, "orders/paid:wh-1"},
 		{"standard-webhooks", 75 * time.Hour, hdr("webhook-id", "msg_1"), `{}`, "msg_1"},
 		{"slack", 10 * time.Minute, nil, `{"type":"event_callback","event_id":"Ev08"}`, "Ev08"},
 	}

@@ -76,12 +76,34 @@ func probeDoc(v int) map[string]any {
 	return map[string]any{"probe": true, "variant": v, "note": "hookonce probe test event; safe to ignore"}
 }
 
+// What the probe's Stripe and Shopify deliveries say besides the id: an
+// API version and a topic (each the provider's, harmless to a handler
+// that ignores probe events).
+const (
+	probeStripeVersion = "2024-06-20"
+	probeShopifyTopic  = "shop/update"
+)
+
 // jsonShape is a JSON delivery whose id goes to --key-header or
 // --key-field (or the preset's own place), signed by sign.
 func jsonShape(sign func(h http.Header, secret, id string, body []byte, now time.Time)) shape {
+	return jsonShapeWith(nil, sign)
+}
+
+// withRecordKey is sh with the key hookonce stores its events under.
+func withRecordKey(sh shape, key func(id string) string) shape {
+	sh.recordKey = key
+	return sh
+}
+
+// jsonShapeWith is jsonShape whose body also holds the fields of extra.
+func jsonShapeWith(extra map[string]any, sign func(h http.Header, secret, id string, body []byte, now time.Time)) shape {
 	return shape{
 		build: func(c *Config, id string, v int, now time.Time) delivery {
 			doc := probeDoc(v)
+			for k, x := range extra {
+				doc[k] = x
+			}
 			h := http.Header{}
 			if c.KeyHeader != "" {
 				h.Set(c.KeyHeader, id)
@@ -146,17 +168,24 @@ func describeBody(b []byte) string {
 // shapes by preset name (the sender's preset, or the bare scheme).
 var shapes = map[string]shape{
 	"": jsonShape(nil), // unsigned
-	"stripe": jsonShape(func(h http.Header, secret, _ string, body []byte, now time.Time) {
-		ts := strconv.FormatInt(now.Unix(), 10)
-		h.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(mac([]byte(secret), []byte(ts), []byte("."), body)))
-	}),
+	// Stripe: an Event rendered in its endpoint's api_version (the
+	// version is part of the preset's key: one event reaches one URL in
+	// two versions during an API upgrade).
+	"stripe": withRecordKey(jsonShapeWith(map[string]any{"api_version": probeStripeVersion},
+		func(h http.Header, secret, _ string, body []byte, now time.Time) {
+			ts := strconv.FormatInt(now.Unix(), 10)
+			h.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(mac([]byte(secret), []byte(ts), []byte("."), body)))
+		}), func(id string) string { return joinKey(id, probeStripeVersion) }),
 	"github": jsonShape(func(h http.Header, secret, _ string, body []byte, _ time.Time) {
 		h.Set("X-GitHub-Event", "ping")
 		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac([]byte(secret), body)))
 	}),
-	"shopify": jsonShape(func(h http.Header, secret, _ string, body []byte, _ time.Time) {
+	// Shopify: every delivery names its topic, part of the preset's key
+	// (one merchant action sends several topics under one event id).
+	"shopify": withRecordKey(jsonShape(func(h http.Header, secret, _ string, body []byte, _ time.Time) {
+		h.Set("X-Shopify-Topic", probeShopifyTopic)
 		h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(mac([]byte(secret), body)))
-	}),
+	}), func(id string) string { return joinKey(probeShopifyTopic, id) }),
 	"standard-webhooks": jsonShape(func(h http.Header, secret, key string, body []byte, now time.Time) {
 		ts := strconv.FormatInt(now.Unix(), 10)
 		h.Set("Webhook-Id", key)

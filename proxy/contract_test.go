@@ -41,6 +41,7 @@ type ctPreset struct {
 	extra        string // more YAML under the sender
 	keyHeader    string // the header that carries the event id, if any
 	hookID       string // GitHub's X-GitHub-Hook-ID, the key's first part
+	topic        string // Shopify's X-Shopify-Topic, the key's first part
 	sign         func(secret string, ts int64, id, body string) []string
 }
 
@@ -59,7 +60,7 @@ var ctPresets = []ctPreset{
 		},
 	},
 	{
-		name: "shopify", current: "shpss_current", old: "shpss_previous", keyHeader: "X-Shopify-Webhook-Id",
+		name: "shopify", current: "shpss_current", old: "shpss_previous", keyHeader: "X-Shopify-Webhook-Id", topic: "orders/paid",
 		sign: func(secret string, _ int64, _, body string) []string {
 			return []string{"X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(ctMAC([]byte(secret), body))}
 		},
@@ -120,6 +121,9 @@ func (p ctPreset) deliver(t *testing.T, url, secret string, ts int64, id string,
 	if p.hookID != "" {
 		headers = append(headers, "X-GitHub-Hook-ID", p.hookID)
 	}
+	if p.topic != "" {
+		headers = append(headers, "X-Shopify-Topic", p.topic)
+	}
 	if tamper {
 		body = fmt.Sprintf(`{"id":%q,"event_id":%q,"amount":%d}`, id, id, amount*10)
 	}
@@ -130,6 +134,9 @@ func (p ctPreset) deliver(t *testing.T, url, secret string, ts int64, id string,
 func (p ctPreset) key(id string) string {
 	if p.hookID != "" {
 		return p.hookID + ":" + id
+	}
+	if p.topic != "" {
+		return p.topic + ":" + id
 	}
 	return id
 }
