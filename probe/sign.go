@@ -42,6 +42,9 @@ type shape struct {
 	// ownKey: the preset fixes where the id goes; --key-header and
 	// --key-field do not apply.
 	ownKey bool
+	// changedPayload is the preset's changed_payload when it is not
+	// conflict ("" otherwise), the default of Config.ChangedPayload.
+	changedPayload string
 }
 
 // delivery is one request as the sender would send it.
@@ -294,8 +297,10 @@ var shapes = map[string]shape{
 		answer: "2xx, OK md5(id+secret)",
 	},
 	// CDEK: an ORDER_STATUS webhook, the secret token in the URL's query.
+	// CDEK does not resend, so another body under one key is an event of
+	// its own (changed_payload: new_event).
 	"cdek": {
-		ownKey: true,
+		ownKey: true, changedPayload: "new_event",
 		build: func(c *Config, id string, v int, _ time.Time) delivery {
 			h := http.Header{}
 			h.Set("Content-Type", "application/json")
@@ -304,7 +309,9 @@ var shapes = map[string]shape{
 				id, id, city)
 			return delivery{method: http.MethodPost, header: h, body: []byte(body), query: url.Values{"token": {c.Secret}}}
 		},
-		recordKey: func(id string) string { return joinKey("ORDER_STATUS", id, "CREATED", "2000-01-01T00:00:00+0000") },
+		recordKey: func(id string) string {
+			return joinKey("ORDER_STATUS", id, "2000-01-01T00:00:00+0000", "CREATED", "2000-01-01T00:00:00+0000")
+		},
 	},
 }
 
