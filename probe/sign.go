@@ -60,7 +60,7 @@ var refused = map[string]string{
 	"yookassa": "YooKassa notifications are checked by the sender's network address (YooKassa's own networks), " +
 		"so a probe from this host is refused by design; confirm with a test payment in YooKassa's sandbox shop",
 	"woocommerce": "the woocommerce preset names no event id and forwards every delivery without dedupe, " +
-		"so there is no repeat to replay or conflict to find; check its signature with a test delivery from WooCommerce (Webhooks, Save)",
+		"so there is no repeat to replay or conflict to find; check its signature with a real event (update a test order); the ping WooCommerce sends when a webhook is saved is unsigned and answered by hookonce itself",
 	"amocrm": "the amocrm preset forwards every delivery without dedupe (amoCRM names no notification), " +
 		"so there is no repeat to replay or conflict to find; check its URL token with a test change in amoCRM",
 	"bitrix24": "the bitrix24 preset forwards every event without dedupe (Bitrix24 sends no event id and does not resend), " +
