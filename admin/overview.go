@@ -57,7 +57,7 @@ func category(outcome string) string {
 	case "rejected_signature", "missing_key", "too_large", "bad_request":
 		return "refused"
 	}
-	return "other" // in_progress, ambiguous, takeover, store_error, passthrough, unmatched, overloaded, shadow's would_*
+	return "other" // in_progress, ambiguous, takeover, store_error, passthrough, ping, unmatched, overloaded, shadow's would_*
 }
 
 // OverviewWindows are the windows ?window= takes; the first is the default.

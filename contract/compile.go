@@ -336,6 +336,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			}
 			s.presetMethods = p.Methods
 			s.NoDedupe = append([]NoDedupeShape(nil), p.NoDedupe...)
+			s.Pings = p.Pings
 			if len(sf.Key) > 0 {
 				// A key of the operator's own is a claim that it names one
 				// notification: the preset's forwarding of every delivery

@@ -35,9 +35,13 @@ type Inspection struct {
 	BodyErr error
 	Choice  Choice // Choice.Sender is nil when no sender on the route accepts it
 	SigErr  error  // nil: valid, or the sender checks no signature
-	Key     string
-	KeyErr  error // wraps ErrMissingKey or ErrBadKey
-	Hash    string
+	// Ping is what the request is when it is one of the sender's unsigned
+	// pings (PingShape), answered 200 by hookonce and never forwarded;
+	// nothing else is read from it.
+	Ping   string
+	Key    string
+	KeyErr error // wraps ErrMissingKey or ErrBadKey
+	Hash   string
 	// LegacyHash is the hash an older hookonce stored for this payload,
 	// when it differs from Hash (see Sender.RequestHash).
 	LegacyHash string
@@ -79,6 +83,10 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 	in.Choice = rt.Select(in.Request)
 	s := in.Choice.Sender
 	if s == nil {
+		return in
+	}
+	if reason, ok := s.Ping(in.Request); ok {
+		in.Ping = reason
 		return in
 	}
 	in.SigErr = s.Verify(in.Request, now)

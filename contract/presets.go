@@ -36,6 +36,9 @@ type preset struct {
 	// Keys may be empty). The file's no_dedupe adds shapes; dedupe: on
 	// drops the shapes without conditions.
 	NoDedupe []NoDedupeShape
+	// Pings are the provider's unsigned test requests, answered 200 by
+	// hookonce itself and never forwarded (see PingShape).
+	Pings []PingShape
 	// ChangedPayload is what a changed payload under a stored key means
 	// for this provider ("": conflict). Hash and Ignore name the fields
 	// the provider renders anew for each delivery of one event (a retry
@@ -269,9 +272,16 @@ var yookassa = preset{
 //   - a payment's statuses (AUTHORIZED, CONFIRMED, REVERSED, REFUNDED,
 //     REJECTED, …): PaymentId and Status;
 //   - partial refunds and reversals: /v2/Cancel with an Amount moves a
-//     payment to PARTIAL_REFUNDED (or PARTIAL_REVERSED) once per call, and
-//     the notifications differ only in their Amount, so for those two
-//     statuses the Amount is part of the key;
+//     payment to PARTIAL_REFUNDED (or PARTIAL_REVERSED) once per call. The
+//     notification names neither the call nor the refund: its Amount is
+//     described only as "the amount in kopecks" (not whether it is this
+//     refund's amount or what is left), and /v2/Cancel's
+//     ExternalRequestId is not among the notification's fields. Two equal
+//     partial refunds may therefore send notifications byte for byte
+//     alike, so those two statuses go to the site without dedupe
+//     (serialize by PaymentId keeps two from running at once). REFUNDED
+//     and REVERSED are the payment's final state after a cancel for the
+//     whole (remaining) amount, once per payment, and stay keyed;
 //   - receipts (NotificationFiscalization, Status RECEIPT): one per
 //     fiscal document of the payment (the payment's, each refund's), told
 //     apart by FiscalDocumentNumber, part of the key for RECEIPT;
@@ -279,8 +289,8 @@ var yookassa = preset{
 //     linking (NotificationQr, ACTIVE or INACTIVE) carries none, only its
 //     RequestKey, which stands in for it.
 //
-// The conditional parts are left out when empty, so the key of every
-// other notification is PaymentId:Status as before. T-Bank resends a
+// The conditional part is left out when empty, so the key of every
+// other notification is PaymentId:Status. T-Bank resends a
 // notification not answered OK every hour for 24 hours (the
 // notification section; its introduction adds "then once a day for a
 // month", which ttl can cover where that matters).
@@ -288,11 +298,11 @@ var tbank = preset{
 	Keys: []KeyPart{
 		{Source: FromBody, Name: "PaymentId", Fallback: []string{"RequestKey"}},
 		{Source: FromBody, Name: "Status"},
-		{Source: FromBody, Name: "Amount", Optional: true,
-			When: []Condition{cond(FromBody, "Status", "", "^PARTIAL_(REFUNDED|REVERSED)$", nil)}},
 		{Source: FromBody, Name: "FiscalDocumentNumber", Optional: true,
 			When: []Condition{cond(FromBody, "Status", "RECEIPT", "", nil)}},
 	},
+	NoDedupe: []NoDedupeShape{{When: []Condition{cond(FromBody, "Status", "", "^PARTIAL_(REFUNDED|REVERSED)$", nil)},
+		Reason: "tbank partial refund or reversal: the notification names neither the refund nor the call, two equal ones are alike"}},
 	Signature: SignatureConfig{
 		Scheme: SchemeDigest, Algorithm: "sha256", Encoding: encHexLower,
 		Message: &MessageConfig{Fields: &FieldsConfig{
@@ -335,36 +345,61 @@ var cloudpayments = preset{
 // GET requests can be sent"; Bitrix's SberbankOnlineHandler reads them
 // with $request->get()). checksum is upper-case hex HMAC-SHA256 of every
 // parameter but checksum and sign_alias, sorted by name, as "name;value;"
-// concatenated; it is compared in either case. An order sends one
-// callback per operation (approved, deposited, reversed, refunded,
-// declinedByTimeout, …) and outcome (status 1 or 0), so both are in the
-// key. refunded comes once per partial refund of one mdOrder, and a
-// partial reversal likewise: for those two operations the key names the
-// refund by the callback's optional parameters: externalRefundId
-// (the refund's id in the merchant's request), else refundedAmount (the
-// order's refunded total so far, which grows with every refund), else
-// operationRefundedAmount (this refund's amount). The callback's amount is
-// the order's registered amount, the same on every callback of one order,
-// so it names nothing. A refund or reversal callback with none of the
-// three (the gateway's basic parameters) cannot be told from another
-// refund of the same order: it goes to the site without dedupe (serialize
-// by mdOrder keeps two from running at once). Other callbacks keep
-// mdOrder:operation:status. The gateway counts only 200 OK as delivered
-// and retries every 30 seconds until 3 attempts failed (per merchant,
-// adjustable by the bank). Source: the gateway maker's callback
-// documentation, dev.bpcbt.com/en/integration/api/rest.html ("Callback
-// notifications": amount is the "Registered order amount";
-// externalRefundId the "External identifier of the refund operation").
-var rbsRefund = cond(FromRequest, "operation", "", "^(refunded|reversed)$", nil)
+// concatenated; it is compared in either case. The gateway counts only
+// 200 OK as delivered and retries every 30 seconds until 3 attempts
+// failed (per merchant, adjustable by the bank).
+//
+// What tells the callbacks apart (source: the gateway maker's REST
+// documentation, dev.bpcbt.com/en/integration/api/rest.html, "Callback
+// notifications" and "Order management"):
+//   - an order's callbacks (approved, deposited, reversed, refunded,
+//     declinedByTimeout, declinedCardPresent): mdOrder, the order in the
+//     gateway, operation, the event, and status, its outcome (1 or 0).
+//     amount is the order's "registered" amount, the same on every
+//     callback of one order, so it names nothing. A payment "can be
+//     reversed only once" (reverse.do), so reversed needs nothing more.
+//   - refunded comes once per refund, and an order may be refunded "more
+//     than once" (refund.do). The only parameter documented as naming one
+//     refund is externalRefundId, "the identifier of the refund", which
+//     the gateway itself checks so one id is one refund (refund.do); it is
+//     an additional parameter the bank must switch on. refundedAmount and
+//     operationRefundedAmount are both documented as the refund's
+//     *amount*, not a growing total, so two equal partial refunds share
+//     them: a refund callback without externalRefundId goes to the site
+//     without dedupe (serialize by mdOrder keeps two from running at
+//     once), never answered from another refund's record.
+//   - card binding callbacks (bindingCreated, bindingActivityChanged)
+//     carry no mdOrder and no status; bindingId, the stored credential's
+//     id, is an additional parameter. A credential is created once, so
+//     bindingCreated is keyed by bindingId and operation.
+//     bindingActivityChanged reports the credential's enabled flag, which
+//     may be switched off, on and off again: two of those callbacks can be
+//     byte for byte alike, so every one goes to the site without dedupe
+//     (setting the flag again is what the site does anyway). A
+//     bindingCreated without bindingId is forwarded likewise.
+var rbsRefund = cond(FromRequest, "operation", "refunded", "", nil)
+
+var rbsBinding = cond(FromRequest, "operation", "", "^binding(Created|ActivityChanged)$", nil)
 
 var rbs = preset{
 	Keys: []KeyPart{
-		{Source: FromRequest, Name: "mdOrder"}, {Source: FromRequest, Name: "operation"}, {Source: FromRequest, Name: "status"},
-		{Source: FromRequest, Name: "externalRefundId", Fallback: []string{"refundedAmount", "operationRefundedAmount"},
-			Labelled: true, When: []Condition{rbsRefund}},
+		// mdOrder on an order's callbacks; a binding callback has none,
+		// and its credential's id stands in (operation keeps the two apart).
+		{Source: FromRequest, Name: "mdOrder", Fallback: []string{"bindingId"}},
+		{Source: FromRequest, Name: "operation"},
+		// status is required of every callback about an order (one with
+		// mdOrder); binding callbacks carry none.
+		{Source: FromRequest, Name: "status", When: []Condition{cond(FromRequest, "mdOrder", "", "", yes)}},
+		{Source: FromRequest, Name: "externalRefundId", Labelled: true, When: []Condition{rbsRefund}},
 	},
-	NoDedupe: []NoDedupeShape{{When: []Condition{rbsRefund}, IfKeyMissing: true,
-		Reason: "rbs refund or reversal callback without externalRefundId, refundedAmount or operationRefundedAmount: no key tells two refunds of one order apart"}},
+	NoDedupe: []NoDedupeShape{
+		{When: []Condition{rbsRefund}, IfKeyMissing: true,
+			Reason: "rbs refund callback without externalRefundId: the gateway documents no other parameter that names one refund"},
+		{When: []Condition{cond(FromRequest, "operation", "bindingActivityChanged", "", nil)},
+			Reason: "rbs bindingActivityChanged: a credential switched off, on and off again sends alike callbacks"},
+		{When: []Condition{rbsBinding}, IfKeyMissing: true,
+			Reason: "rbs binding callback without bindingId"},
+	},
 	Methods: []string{"GET", "POST"},
 	Signature: SignatureConfig{
 		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encHex,

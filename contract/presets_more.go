@@ -1,5 +1,7 @@
 package contract
 
+import "regexp"
+
 // More senders a 1C-Bitrix (or WooCommerce) shop receives besides its
 // payment systems: a Telegram bot, PayKeeper payments, CDEK delivery
 // statuses, amoCRM's webhooks, and WooCommerce's own webhooks. Each is registered in the
@@ -33,19 +35,26 @@ var telegram = preset{
 
 // paykeeper: the POST notification PayKeeper sends for every accepted
 // payment (docs.paykeeper.ru, "Приём POST-оповещений"), form-encoded:
-// id (the payment's unique number), sum, clientid, orderid and key, the
-// MD5 of id, sum, clientid and orderid concatenated with the secret word
-// appended (clientid and orderid may be empty, and are then empty in the
-// message too). One notification per payment, so id alone names it. The
-// shop answers "OK " followed by md5(id + secret word); PayKeeper repeats
-// the notification until it gets that answer, so anything else frees the
-// claim. Retry window: not documented, so none.
+// id (the payment's unique number) and sum, always; clientid and orderid,
+// documented as not required; and key, the MD5 of parameters 1 to 4 (id,
+// sum, clientid, orderid) concatenated with the secret word appended.
+// How each is written into that MD5 is what PayKeeper's own Bitrix module
+// (paykeeper/bitrix17, result_rec.php) checks: sum through PHP's
+// number_format with two decimals and no thousands separator, whatever the form
+// carries ("100" and "100.00" both sign as 100.00), and an absent
+// clientid as nothing (PHP concatenates the missing $_POST value as an
+// empty string); an absent orderid is signed as empty too, as PayKeeper
+// concatenates the parameters it sent. One notification per payment, so
+// id alone names it. The shop answers "OK " followed by md5(id + secret
+// word); PayKeeper repeats the notification until it gets that answer,
+// so anything else frees the claim. Retry window: not documented, so
+// none.
 var paykeeper = preset{
 	Keys: []KeyPart{{Source: FromForm, Name: "id"}},
 	Signature: SignatureConfig{
 		Scheme: SchemeDigest, Algorithm: "md5", Encoding: encHexLower,
 		Message: &MessageConfig{
-			Parts: []string{"{form.id}", "{form.sum}", "{form.clientid}", "{form.orderid}", "{secret}"},
+			Parts: []string{"{form.id}", "{decimal2:form.sum}", "{optional:form.clientid}", "{optional:form.orderid}", "{secret}"},
 		},
 		From: []keyPartFile{{Form: "key"}},
 	},
@@ -53,26 +62,36 @@ var paykeeper = preset{
 }
 
 // cdek: CDEK API v2 webhooks (api-docs.cdek.ru, "Webhooks"), JSON with
-// type, date_time, uuid and attributes. uuid is the entity's (for
-// ORDER_STATUS the order's), not the event's: every status of one order
-// carries the same uuid. An order status event is the order, its status
-// code and the time the status was set, so those are in the key; for the
-// other types (PRINT_FORM, DOWNLOAD_PHOTO, PREALERT_CLOSED, …) the uuid
-// names the form, the photo set or the prealert itself, which is ready or
-// closed once, and the two status parts are left out. CDEK's webhook
-// documentation names no signature and no addresses it sends from, so the
-// preset checks a secret token the shop adds to the URL it registers
-// (https://shop.example/cdek-hook.php?token=…), compared in constant
-// time. CDEK does not resend: "In case of failed connection, the system
-// will not try to send the message again", so there is no retry window.
+// type, date_time, uuid and attributes. The page documents four types
+// (ORDER_STATUS, PRINT_FORM, DOWNLOAD_PHOTO, PREALERT_CLOSED); CDEK adds
+// more over time, so the key is built for any type from what every
+// webhook carries: type; uuid, the entity's identifier (for ORDER_STATUS
+// the order's, so every status of one order shares it; for the others
+// the form's, the photo set's, the prealert's, and for a type not listed
+// whatever entity it is about); and date_time, "the date and time of the
+// event" (for ORDER_STATUS when the status was set). An order status
+// event adds its status code and the time the status was set, so two
+// statuses of one order set in the same second stay two. date_time is
+// mandatory; a webhook without it is keyed without it. Two events of one
+// type, entity and second that still differ are each their own event
+// (changed_payload new_event: claimed under the key and the payload's
+// hash), never a 422: CDEK does not resend ("In case of failed
+// connection, the system will not try to send the message again"), so a
+// refused event would be lost, and there is no retry window. CDEK's
+// webhook documentation names no signature and no addresses it sends
+// from, so the preset checks a secret token the shop adds to the URL it
+// registers (https://shop.example/cdek-hook.php?token=…), compared in
+// constant time.
+var cdekStatus = cond(FromBody, "type", "ORDER_STATUS", "", nil)
+
 var cdek = preset{
 	Keys: []KeyPart{
 		{Source: FromBody, Name: "type"}, {Source: FromBody, Name: "uuid"},
-		{Source: FromBody, Name: "attributes.status_code",
-			When: []Condition{cond(FromBody, "type", "ORDER_STATUS", "", nil)}},
-		{Source: FromBody, Name: "attributes.status_date_time",
-			When: []Condition{cond(FromBody, "type", "ORDER_STATUS", "", nil)}},
+		{Source: FromBody, Name: "date_time", Optional: true},
+		{Source: FromBody, Name: "attributes.status_code", When: []Condition{cdekStatus}},
+		{Source: FromBody, Name: "attributes.status_date_time", When: []Condition{cdekStatus}},
 	},
+	ChangedPayload: ChangedNewEvent,
 	Signature: SignatureConfig{
 		Scheme: SchemeToken,
 		From:   []keyPartFile{{Query: "token"}},
@@ -113,8 +132,19 @@ var amocrm = preset{
 // webhook after five). So the preset checks the signature and forwards
 // every delivery to the site without dedupe; a site that adds its own
 // event id (a plugin's header) names it with key.
+//
+// When a webhook is saved, WooCommerce first posts a test ping
+// (WC_Webhook::deliver_ping): the body "webhook_id=<id>", its own
+// user agent and none of the X-WC-Webhook-* headers, so no signature;
+// anything but 200 shows as an error in the shop's admin. hookonce
+// answers exactly that shape (a POST whose whole body is webhook_id=
+// and digits, without X-WC-Webhook-Signature) with 200 itself and
+// forwards nothing: the site never needed the ping, and nothing unsigned
+// reaches it.
 var woocommerce = preset{
 	NoDedupe: []NoDedupeShape{{Reason: "woocommerce: no header names one notification"}},
+	Pings: []PingShape{{Body: regexp.MustCompile(`\Awebhook_id=[0-9]{1,20}\z`), Without: []string{"X-Wc-Webhook-Signature"},
+		Reason: "woocommerce ping sent when a webhook is saved (deliver_ping): answered 200 by hookonce, not forwarded"}},
 	Signature: SignatureConfig{
 		Scheme: SchemeHMAC, Algorithm: "sha256", Encoding: encBase64,
 		Message: &MessageConfig{Body: true},

@@ -20,6 +20,27 @@ func payKeeperForm(secret, id, sum, clientid, orderid string) string {
 		"key": {hex.EncodeToString(k[:])}}.Encode()
 }
 
+// payKeeperSent is a notification as PayKeeper sends it: sum spelled as
+// sent, signed as PayKeeper's Bitrix module checks it (two decimals:
+// signedSum), and clientid and orderid left out when nil.
+func payKeeperSent(secret, id, sum, signedSum string, clientid, orderid *string) string {
+	v := url.Values{"id": {id}, "sum": {sum}}
+	msg := id + signedSum
+	if clientid != nil {
+		v.Set("clientid", *clientid)
+		msg += *clientid
+	}
+	if orderid != nil {
+		v.Set("orderid", *orderid)
+		msg += *orderid
+	}
+	k := md5.Sum([]byte(msg + secret))
+	v.Set("key", hex.EncodeToString(k[:]))
+	return v.Encode()
+}
+
+func ptr(s string) *string { return &s }
+
 func payKeeperOK(secret, id string) string {
 	k := md5.Sum([]byte(id + secret))
 	return "OK " + hex.EncodeToString(k[:])
@@ -63,14 +84,26 @@ func TestMorePresetKeys(t *testing.T) {
 			note("a payment", "3431", form(payKeeperForm(pk, "3431", "100.00", "Иванов Иван", "77"))),
 			note("another payment of the same order", "3432", form(payKeeperForm(pk, "3432", "50.00", "Иванов Иван", "77"))),
 			note("a payment without client and order", "3433", form(payKeeperForm(pk, "3433", "10.00", "", ""))),
+			// clientid and orderid are not required: absent, they are
+			// signed as empty; sum is signed with two decimals however it
+			// is spelled (PayKeeper's Bitrix module, result_rec.php).
+			note("clientid and orderid absent", "3434", form(payKeeperSent(pk, "3434", "100.00", "100.00", nil, nil))),
+			note("sum without decimals", "3435", form(payKeeperSent(pk, "3435", "100", "100.00", ptr("Иванов Иван"), ptr("78")))),
+			note("sum with one decimal, no orderid", "3436", form(payKeeperSent(pk, "3436", "100.5", "100.50", ptr("Иванов Иван"), nil))),
 		},
 		"cdek": {
-			note("order created", `ORDER_STATUS:72753031-a:CREATED:2026-01-15T14\:30\:00+0300`, cd(cdekStatus("72753031-a", "CREATED", "2026-01-15T14:30:00+0300"))),
-			note("order accepted at a warehouse", `ORDER_STATUS:72753031-a:RECEIVED_AT_SHIPMENT_WAREHOUSE:2026-01-16T10\:00\:00+0300`, cd(cdekStatus("72753031-a", "RECEIVED_AT_SHIPMENT_WAREHOUSE", "2026-01-16T10:00:00+0300"))),
-			note("the same status set again later", `ORDER_STATUS:72753031-a:RECEIVED_AT_SHIPMENT_WAREHOUSE:2026-01-18T09\:00\:00+0300`, cd(cdekStatus("72753031-a", "RECEIVED_AT_SHIPMENT_WAREHOUSE", "2026-01-18T09:00:00+0300"))),
-			note("another order, same status and time", `ORDER_STATUS:72753031-b:CREATED:2026-01-15T14\:30\:00+0300`, cd(cdekStatus("72753031-b", "CREATED", "2026-01-15T14:30:00+0300"))),
-			note("print form ready", `PRINT_FORM:pf-1`, cd(`{"type":"PRINT_FORM","date_time":"2026-01-15T14:31:00+0300","uuid":"pf-1","attributes":{"type":"waybill","url":"https://api.cdek.ru/v2/print/orders/pf-1.pdf"}}`)),
-			note("prealert closed", `PREALERT_CLOSED:pa-1`, cd(`{"type":"PREALERT_CLOSED","date_time":"2026-01-15T15:00:00+0300","uuid":"pa-1","attributes":{"prealert_number":"5","closed_date_time":"2026-01-15T15:00:00+0300"}}`)),
+			// type, uuid and date_time, the event's time, name every event;
+			// an order status adds its code and the time it was set.
+			note("order created", `ORDER_STATUS:72753031-a:2026-01-15T14\:30\:00+0300:CREATED:2026-01-15T14\:30\:00+0300`, cd(cdekStatus("72753031-a", "CREATED", "2026-01-15T14:30:00+0300"))),
+			note("order accepted at a warehouse", `ORDER_STATUS:72753031-a:2026-01-16T10\:00\:00+0300:RECEIVED_AT_SHIPMENT_WAREHOUSE:2026-01-16T10\:00\:00+0300`, cd(cdekStatus("72753031-a", "RECEIVED_AT_SHIPMENT_WAREHOUSE", "2026-01-16T10:00:00+0300"))),
+			note("the same status set again later", `ORDER_STATUS:72753031-a:2026-01-18T09\:00\:00+0300:RECEIVED_AT_SHIPMENT_WAREHOUSE:2026-01-18T09\:00\:00+0300`, cd(cdekStatus("72753031-a", "RECEIVED_AT_SHIPMENT_WAREHOUSE", "2026-01-18T09:00:00+0300"))),
+			note("another order, same status and time", `ORDER_STATUS:72753031-b:2026-01-15T14\:30\:00+0300:CREATED:2026-01-15T14\:30\:00+0300`, cd(cdekStatus("72753031-b", "CREATED", "2026-01-15T14:30:00+0300"))),
+			note("print form ready", `PRINT_FORM:pf-1:2026-01-15T14\:31\:00+0300`, cd(`{"type":"PRINT_FORM","date_time":"2026-01-15T14:31:00+0300","uuid":"pf-1","attributes":{"type":"waybill","url":"https://api.cdek.ru/v2/print/orders/pf-1.pdf"}}`)),
+			note("prealert closed", `PREALERT_CLOSED:pa-1:2026-01-15T15\:00\:00+0300`, cd(`{"type":"PREALERT_CLOSED","date_time":"2026-01-15T15:00:00+0300","uuid":"pa-1","attributes":{"prealert_number":"5","closed_date_time":"2026-01-15T15:00:00+0300"}}`)),
+			// A type the page does not list, about an order that already
+			// had a status event: each one is its own event.
+			note("another type about the order", `DELIV_PROBLEM:72753031-a:2026-01-17T12\:00\:00+0300`, cd(`{"type":"DELIV_PROBLEM","date_time":"2026-01-17T12:00:00+0300","uuid":"72753031-a","attributes":{"code":"41"}}`)),
+			note("the same type about the order later", `DELIV_PROBLEM:72753031-a:2026-01-18T12\:00\:00+0300`, cd(`{"type":"DELIV_PROBLEM","date_time":"2026-01-18T12:00:00+0300","uuid":"72753031-a","attributes":{"code":"42"}}`)),
 		},
 	}
 	for preset, notes := range tests {
@@ -117,6 +150,11 @@ func TestMorePresetRefusals(t *testing.T) {
 		{"telegram", delivery(t, "POST", "/tg", "application/json", `{"update_id":1}`, "")},
 		{"paykeeper", delivery(t, "POST", "/pk", formType, payKeeperForm(wrong, "1", "1.00", "", ""), "")},
 		{"paykeeper", delivery(t, "POST", "/pk", formType, strings.Replace(payKeeperForm("s3cret-word", "1", "1.00", "", ""), "sum=1.00", "sum=100.00", 1), "")},
+		// PayKeeper signs sum with two decimals: "100" as sent is no valid
+		// signature, nor is an absent field signed as something.
+		{"paykeeper", delivery(t, "POST", "/pk", formType, payKeeperSent("s3cret-word", "1", "100", "100", ptr(""), ptr("")), "")},
+		{"paykeeper", delivery(t, "POST", "/pk", formType, payKeeperSent("s3cret-word", "1", "100.00", "100.000", nil, nil), "")},
+		{"paykeeper", delivery(t, "POST", "/pk", formType, payKeeperSent("s3cret-word", "1", "1e2x", "100.00", nil, nil), "")},
 		{"cdek", delivery(t, "POST", "/cdek?token="+wrong, "application/json", cdekStatus("u", "CREATED", "t"), "")},
 		{"cdek", delivery(t, "POST", "/cdek", "application/json", cdekStatus("u", "CREATED", "t"), "")},
 		{"woocommerce", delivery(t, "POST", "/wc", "application/json", `{"id":1}`, "", "X-WC-Webhook-Signature", base64.StdEncoding.EncodeToString(mac([]byte(wrong), `{"id":1}`)))},
@@ -253,5 +291,76 @@ func TestSuccessDigest(t *testing.T) {
 	}
 	if _, err := contract.Parse([]byte(senderYAML("key: [{form: a}]", "signature: {scheme: token, secret_env: DG, from: [{form: t}]}", "success: {body: 'OK {md5:{secret}}'}")), "x.yaml"); err == nil {
 		t.Error("a token sender's secret went into a success digest")
+	}
+}
+
+// TestWooCommercePing: the unsigned test request WooCommerce posts when a
+// webhook is saved (WC_Webhook::deliver_ping: the body webhook_id=<id>,
+// no X-WC-Webhook-* header) is a ping, answered by hookonce; nothing else
+// is: a body with anything more, a signed delivery, another method.
+func TestWooCommercePing(t *testing.T) {
+	t.Setenv("WC_SECRET", "wc-secret")
+	s := mustSender(t, "preset: woocommerce", "signature: {secret_env: WC_SECRET}")
+	for _, tt := range []struct {
+		what string
+		req  *contract.Request
+		ping bool
+	}{
+		{"the ping, as WordPress posts it", delivery(t, "POST", "/wc", formType+"; charset=UTF-8", "webhook_id=17", "", "User-Agent", "WooCommerce/9.4.2 Hookshot (WordPress/6.7)"), true},
+		{"the ping without a content type", delivery(t, "POST", "/wc", "", "webhook_id=3", ""), true},
+		{"a ping with another field", delivery(t, "POST", "/wc", formType, "webhook_id=17&topic=order.created", ""), false},
+		{"a ping with a trailing newline", delivery(t, "POST", "/wc", formType, "webhook_id=17\n", ""), false},
+		{"a ping whose id is no number", delivery(t, "POST", "/wc", formType, "webhook_id=x", ""), false},
+		{"a ping carrying a signature header", delivery(t, "POST", "/wc", formType, "webhook_id=17", "", "X-WC-Webhook-Signature", "AAAA"), false},
+		{"a JSON delivery", delivery(t, "POST", "/wc", "application/json", `{"webhook_id":17}`, ""), false},
+		{"by GET", delivery(t, "GET", "/wc?webhook_id=17", "", "", ""), false},
+	} {
+		reason, ok := s.Ping(tt.req)
+		if ok != tt.ping || (ok && reason == "") {
+			t.Errorf("%s: ping %v (%q), want %v", tt.what, ok, reason, tt.ping)
+		}
+		if !ok && s.Verify(tt.req, time.Now()) == nil {
+			t.Errorf("%s: not a ping, yet its signature holds", tt.what)
+		}
+	}
+	// Only the preset names a ping.
+	if _, ok := mustSender(t, "preset: hmac-sha256", "key: [{form: webhook_id}]", "signature: {secret_env: WC_SECRET, header: X-Sig}").
+		Ping(delivery(t, "POST", "/wc", formType, "webhook_id=17", "")); ok {
+		t.Error("a sender of another preset answers WooCommerce's ping")
+	}
+}
+
+// TestMessageModifiers: {optional:…} signs an absent value as empty (a
+// present empty one too), and without it an absent value is refused and
+// named; {decimal2:…} signs the number as PHP's number_format with two
+// decimals, and refuses what is no number.
+func TestMessageModifiers(t *testing.T) {
+	t.Setenv("DG", "k")
+	s := mustSender(t, "key: [{form: a}]",
+		"signature: {scheme: digest, algorithm: md5, secret_env: DG, message: {parts: ['{form.a}', '{optional:form.b}', '{decimal2:form.c}', '{secret}']}, from: [{form: sig}]}")
+	signed := func(msg, form string) *contract.Request {
+		k := md5.Sum([]byte(msg))
+		return delivery(t, "POST", "/hook", formType, form+"&sig="+hex.EncodeToString(k[:]), "")
+	}
+	for _, tt := range []struct {
+		what string
+		req  *contract.Request
+		ok   bool
+	}{
+		{"b absent", signed("1"+"5.00"+"k", "a=1&c=5"), true},
+		{"b empty", signed("1"+"5.00"+"k", "a=1&b=&c=5"), true},
+		{"b present", signed("1"+"x"+"5.50"+"k", "a=1&b=x&c=5.5"), true},
+		{"c as sent, not formatted", signed("1"+"5"+"k", "a=1&c=5"), false},
+		{"c no number", signed("1"+"k", "a=1&c=five"), false},
+		{"c absent", signed("1"+"k", "a=1"), false},
+	} {
+		err := s.Verify(tt.req, time.Now())
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want valid %v", tt.what, err, tt.ok)
+		}
+	}
+	if _, err := contract.Parse([]byte(senderYAML("key: [{form: a}]", "signature: {scheme: digest, secret_env: DG, message: {parts: ['{secret}']}, from: [{form: sig}]}",
+		"success: {body: 'OK {optional:form.a}'}")), "x.yaml"); err == nil {
+		t.Error("a modifier outside a signature message or digest parsed")
 	}
 }

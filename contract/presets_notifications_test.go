@@ -64,12 +64,15 @@ func TestPresetNotificationKeys(t *testing.T) {
 		"tbank": {
 			jsonNote("authorized", tb("AUTHORIZED", `,"Amount":100000`), "13660:AUTHORIZED"),
 			jsonNote("confirmed", tb("CONFIRMED", `,"Amount":100000`), "13660:CONFIRMED"),
-			jsonNote("first partial refund", tb("PARTIAL_REFUNDED", `,"Amount":20000`), "13660:PARTIAL_REFUNDED:20000"),
-			jsonNote("second partial refund", tb("PARTIAL_REFUNDED", `,"Amount":30000`), "13660:PARTIAL_REFUNDED:30000"),
-			jsonNote("partial reversal", tb("PARTIAL_REVERSED", `,"Amount":5000`), "13660:PARTIAL_REVERSED:5000"),
+			// Amount is "the amount in kopecks", no more: two equal partial
+			// refunds may be alike byte for byte, so each is forwarded.
+			jsonNote("first partial refund", tb("PARTIAL_REFUNDED", `,"Amount":20000`), ""),
+			jsonNote("second partial refund, the same amount", tb("PARTIAL_REFUNDED", `,"Amount":20000`), ""),
+			jsonNote("partial reversal", tb("PARTIAL_REVERSED", `,"Amount":5000`), ""),
 			jsonNote("the rest refunded", tb("REFUNDED", `,"Amount":50000`), "13660:REFUNDED"),
-			jsonNote("payment receipt", tb("RECEIPT", `,"Amount":100000,"FiscalDocumentNumber":101,"Type":"Income"`), "13660:RECEIPT::101"),
-			jsonNote("refund receipt", tb("RECEIPT", `,"Amount":20000,"FiscalDocumentNumber":102,"Type":"IncomeReturn"`), "13660:RECEIPT::102"),
+			jsonNote("reversed", `{"TerminalKey":"T","OrderId":"21051","Success":true,"Status":"REVERSED","PaymentId":13662,"ErrorCode":"0","Amount":100,"Token":"x"}`, "13662:REVERSED"),
+			jsonNote("payment receipt", tb("RECEIPT", `,"Amount":100000,"FiscalDocumentNumber":101,"Type":"Income"`), "13660:RECEIPT:101"),
+			jsonNote("refund receipt", tb("RECEIPT", `,"Amount":20000,"FiscalDocumentNumber":102,"Type":"IncomeReturn"`), "13660:RECEIPT:102"),
 			jsonNote("card attached", `{"TerminalKey":"T","CustomerKey":"c1","RequestKey":"rk-1","Success":true,"Status":"COMPLETED","PaymentId":13661,"ErrorCode":"0","Token":"x"}`, "13661:COMPLETED"),
 			jsonNote("QR account linked", `{"TerminalKey":"T","RequestKey":"rk-2","NotificationType":"LINKACCOUNT","Success":true,"ErrorCode":"0","Status":"ACTIVE","Token":"x"}`, "rk-2:ACTIVE"),
 			jsonNote("QR account unlinked", `{"TerminalKey":"T","RequestKey":"rk-2","NotificationType":"LINKACCOUNT","Success":true,"ErrorCode":"0","Status":"INACTIVE","Token":"x"}`, "rk-2:INACTIVE"),
@@ -87,17 +90,24 @@ func TestPresetNotificationKeys(t *testing.T) {
 			getNote("approved", rbs+"operation=approved&status=1", "3ff6962a:approved:1"),
 			getNote("deposited", rbs+"operation=deposited&status=1&amount=150000", "3ff6962a:deposited:1"),
 			getNote("declined by timeout", rbs+"operation=declinedByTimeout&status=0", "3ff6962a:declinedByTimeout:0"),
-			// amount is the order's registered amount on every callback:
-			// the refund is named by its optional parameters.
+			// amount is the order's registered amount on every callback,
+			// and refundedAmount and operationRefundedAmount are both "the
+			// refund amount": only externalRefundId names one refund.
 			getNote("first partial refund, by its id", rbs+"operation=refunded&status=1&amount=150000&externalRefundId=rf-1", "3ff6962a:refunded:1:externalRefundId=rf-1"),
 			getNote("second partial refund, by its id", rbs+"operation=refunded&status=1&amount=150000&externalRefundId=rf-2", "3ff6962a:refunded:1:externalRefundId=rf-2"),
-			getNote("first partial refund, by the refunded total", rbs+"operation=refunded&status=1&amount=150000&refundedAmount=20000", "3ff6962a:refunded:1:refundedAmount=20000"),
-			getNote("second partial refund, by the refunded total", rbs+"operation=refunded&status=1&amount=150000&refundedAmount=50000", "3ff6962a:refunded:1:refundedAmount=50000"),
-			getNote("a partial refund by this operation's amount", rbs+"operation=refunded&status=1&amount=150000&operationRefundedAmount=20000", "3ff6962a:refunded:1:operationRefundedAmount=20000"),
+			getNote("a partial refund with its amounts but no id", rbs+"operation=refunded&status=1&amount=150000&refundedAmount=20000&operationRefundedAmount=20000", ""),
+			getNote("a second, equal partial refund with its date", rbs+"operation=refunded&status=1&amount=150000&operationRefundedAmount=20000&refundedDate=2026-01-15", ""),
 			formNote("a failed refund, by POST", "/cb", "mdOrder=3ff6962a&operation=refunded&status=0&amount=150000&externalRefundId=rf-3&checksum=X", "3ff6962a:refunded:0:externalRefundId=rf-3"),
-			getNote("reversal", rbs+"operation=reversed&status=1&amount=150000&operationRefundedAmount=150000", "3ff6962a:reversed:1:operationRefundedAmount=150000"),
 			getNote("a refund with the basic parameters only", rbs+"operation=refunded&status=1&amount=150000", ""),
-			formNote("a reversal with the basic parameters only, by POST", "/cb", "mdOrder=3ff6962a&operation=reversed&status=1&amount=150000&checksum=X", ""),
+			// A payment "can be reversed only once" (reverse.do).
+			getNote("reversal", rbs+"operation=reversed&status=1&amount=150000", "3ff6962a:reversed:1"),
+			formNote("a failed reversal, by POST", "/cb", "mdOrder=3ff6962a&operation=reversed&status=0&amount=150000&checksum=X", "3ff6962a:reversed:0"),
+			// Card binding callbacks: no mdOrder, no status.
+			getNote("card saved", "/cb?checksum=X&operation=bindingCreated&bindingId=b-1&clientId=c-1&panMasked=411111**1111", "b-1:bindingCreated"),
+			formNote("another card saved, by POST", "/cb", "operation=bindingCreated&bindingId=b-2&clientId=c-1&checksum=X", "b-2:bindingCreated"),
+			getNote("card saved, without bindingId", "/cb?checksum=X&operation=bindingCreated&clientId=c-1", ""),
+			getNote("card disabled", "/cb?checksum=X&operation=bindingActivityChanged&bindingId=b-1&enabled=false", ""),
+			getNote("card enabled", "/cb?checksum=X&operation=bindingActivityChanged&bindingId=b-1&enabled=true", ""),
 		},
 		// Bitrix24: no field names an event alone (ts is whole seconds,
 		// auth is fresh on each delivery): every event is forwarded.
@@ -158,11 +168,10 @@ func TestPresetKeyTrailingParts(t *testing.T) {
 	s := mustSender(t, "preset: tbank", "signature: {secret_env: HOOKONCE_OK}")
 	keys := map[string]string{}
 	for _, body := range []string{
-		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED"}`,
-		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED","Amount":5}`,
-		`{"PaymentId":1,"Status":"PARTIAL_REFUNDED:5"}`,
+		`{"PaymentId":1,"Status":"RECEIPT"}`,
 		`{"PaymentId":1,"Status":"RECEIPT","FiscalDocumentNumber":5}`,
-		`{"PaymentId":1,"Status":"RECEIPT","Amount":5}`,
+		`{"PaymentId":1,"Status":"RECEIPT:5"}`,
+		`{"PaymentId":"1:RECEIPT","Status":"5"}`,
 		`{"PaymentId":"1:RECEIPT","Status":""}`,
 	} {
 		k, err := s.Key(delivery(t, "POST", "/n", "application/json", body, ""))
@@ -186,6 +195,8 @@ func TestPresetUnkeyedShapes(t *testing.T) {
 	t.Setenv("HOOKONCE_OK", "x")
 	slack := mustSender(t, "preset: slack", "signature: {secret_env: HOOKONCE_OK}")
 	b24 := mustSender(t, "preset: bitrix24", "signature: {secret_env: HOOKONCE_OK}")
+	rbs := mustSender(t, "preset: rbs", "signature: {secret_env: HOOKONCE_OK}")
+	tbank := mustSender(t, "preset: tbank", "signature: {secret_env: HOOKONCE_OK}")
 	tests := []struct {
 		s    *contract.Sender
 		what string
@@ -203,6 +214,17 @@ func TestPresetUnkeyedShapes(t *testing.T) {
 		{b24, "ONOFFLINEEVENT", delivery(t, "POST", "/b24", formType, "event=ONOFFLINEEVENT&ts=1", ""), true},
 		{b24, "a deal event without its ID", delivery(t, "POST", "/b24", formType, "event=ONCRMDEALUPDATE&ts=1", ""), true},
 		{b24, "an install event named with a suffix", delivery(t, "POST", "/b24", formType, "event=ONAPPINSTALLX&ts=1", ""), true},
+		{rbs, "a refund without externalRefundId", delivery(t, "GET", "/cb?mdOrder=m&operation=refunded&status=1&operationRefundedAmount=5", "", "", ""), true},
+		{rbs, "a binding activity change", delivery(t, "GET", "/cb?operation=bindingActivityChanged&bindingId=b-1&enabled=false", "", "", ""), true},
+		{rbs, "a card saved without bindingId", delivery(t, "GET", "/cb?operation=bindingCreated&clientId=c", "", "", ""), true},
+		{rbs, "a card saved with its bindingId", delivery(t, "GET", "/cb?operation=bindingCreated&bindingId=b-1", "", "", ""), false},
+		{rbs, "a deposit without status", delivery(t, "GET", "/cb?mdOrder=m&operation=deposited", "", "", ""), false},
+		{rbs, "a deposit without mdOrder", delivery(t, "GET", "/cb?operation=deposited&status=1", "", "", ""), false},
+		{rbs, "a reversal", delivery(t, "GET", "/cb?mdOrder=m&operation=reversed&status=1", "", "", ""), false},
+		{tbank, "a partial refund", delivery(t, "POST", "/n", "application/json", `{"PaymentId":1,"Status":"PARTIAL_REFUNDED","Amount":5}`, ""), true},
+		{tbank, "a partial reversal", delivery(t, "POST", "/n", "application/json", `{"PaymentId":1,"Status":"PARTIAL_REVERSED","Amount":5}`, ""), true},
+		{tbank, "a full refund", delivery(t, "POST", "/n", "application/json", `{"PaymentId":1,"Status":"REFUNDED","Amount":5}`, ""), false},
+		{tbank, "a confirmation", delivery(t, "POST", "/n", "application/json", `{"PaymentId":1,"Status":"CONFIRMED","Amount":5}`, ""), false},
 	}
 	for _, tt := range tests {
 		_, err := tt.s.Key(tt.req)

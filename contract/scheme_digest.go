@@ -178,8 +178,18 @@ func renderExact(b *bytes.Buffer, t *Template, req *Request, secret []byte) erro
 			if err != nil {
 				return sigErr("malformed %s: %v", describe(ref), err)
 			}
+			if !ok && p.optional {
+				continue
+			}
 			if !ok {
 				return sigErr("no %s", describe(ref))
+			}
+			if p.decimal2 {
+				d, ok := phpDecimal2(v)
+				if !ok {
+					return sigErr("malformed %s: not a number", describe(ref))
+				}
+				v = d
 			}
 			b.WriteString(v)
 		}

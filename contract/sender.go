@@ -2,6 +2,8 @@ package contract
 
 import (
 	"errors"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +50,9 @@ type Sender struct {
 	// dedupe (the preset's, then the file's no_dedupe and dedupe: off;
 	// see Passthrough).
 	NoDedupe []NoDedupeShape
+	// Pings are the preset's unsigned handshakes that hookonce answers
+	// itself (see Ping).
+	Pings []PingShape
 	// ChangedPayload is what a delivery means whose key is stored with
 	// another payload (row 7): the preset's, else the file's
 	// changed_payload, else conflict.
@@ -113,6 +118,39 @@ type NoDedupeShape struct {
 	IfKeyMissing bool
 	// Reason is logged with each such delivery and shown by check.
 	Reason string
+}
+
+// PingShape is a provider's unsigned test request that only wants to
+// hear 200 (WooCommerce's deliver_ping when a webhook is saved): hookonce
+// answers it itself, with an empty 200, and never forwards it, so a
+// request of that shape gets nothing past the signature to the site. It
+// is matched narrowly: the whole raw body, and none of the headers a
+// signed delivery carries.
+type PingShape struct {
+	Body    *regexp.Regexp // must match the whole raw body
+	Without []string       // headers that must be absent
+	Reason  string
+}
+
+// Ping reports whether req is one of the sender's unsigned pings, and
+// what it is. It is asked before the signature: a request with any of
+// the Without headers is judged as a delivery.
+func (s *Sender) Ping(req *Request) (reason string, ok bool) {
+	if req.Method != http.MethodPost {
+		return "", false
+	}
+	for _, p := range s.Pings {
+		held := p.Body.Match(req.Body)
+		for _, h := range p.Without {
+			if len(req.Header.Values(h)) > 0 {
+				held = false
+			}
+		}
+		if held {
+			return p.Reason, true
+		}
+	}
+	return "", false
 }
 
 // ChangedPolicy is what a delivery means whose key is already stored with

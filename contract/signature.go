@@ -60,7 +60,9 @@ const DefaultTolerance = 5 * time.Minute
 //	algorithm: md5               # md5 | sha1 | sha256 (default) | sha512
 //	message:                     # parts, then fields, joined; or the raw body
 //	  parts: ["{request.OutSum}", "{request.InvId}", "{secret}"]  # literals and
-//	                             #   {form.X} {query.X} {request.X} {header.X} {body.path} {secret}
+//	                             #   {form.X} {query.X} {request.X} {header.X} {body.path} {secret};
+//	                             #   {optional:form.X} signs an absent value as empty,
+//	                             #   {decimal2:form.X} the number with two decimals (PHP's number_format)
 //	  fields:                    # every field of a source, sorted by name (byte order)
 //	    source: request          # form | query | request | body (the JSON root's scalars)
 //	    include_prefix: Shp_     # only names starting so (optional)

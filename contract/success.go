@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"sort"
@@ -115,6 +116,13 @@ type templatePart struct {
 	secret bool      // {secret}: in signature messages and inside digests
 	digest string    // {md5:…}: the algorithm; inner is what it hashes
 	inner  *Template // the digest's text
+	// Modifiers of a {source.name} part in a signature message (and
+	// inside digests): {optional:form.X} signs an absent value as empty,
+	// as a sender that concatenates its optional fields does;
+	// {decimal2:form.X} signs the number with two decimals, as PHP's
+	// number_format writes it (see phpDecimal2).
+	optional bool
+	decimal2 bool
 }
 
 // ParseTemplate compiles a success body template.
@@ -207,6 +215,18 @@ func parseTemplateIn(text string, withSecret, withDigest bool) (*Template, error
 				t.parts = append(t.parts, templatePart{secret: true})
 				continue
 			}
+			var optional, decimal2 bool
+			if withSecret {
+				for {
+					if r, ok := strings.CutPrefix(ref, "optional:"); ok {
+						ref, optional = r, true
+					} else if r, ok := strings.CutPrefix(ref, "decimal2:"); ok {
+						ref, decimal2 = r, true
+					} else {
+						break
+					}
+				}
+			}
 			src, name, ok := strings.Cut(ref, ".")
 			switch Source(src) {
 			case FromForm, FromQuery, FromHeader, FromBody, FromRequest:
@@ -228,7 +248,7 @@ func parseTemplateIn(text string, withSecret, withDigest bool) (*Template, error
 			if Source(src) == FromHeader {
 				name = http.CanonicalHeaderKey(name)
 			}
-			t.parts = append(t.parts, templatePart{src: Source(src), name: name})
+			t.parts = append(t.parts, templatePart{src: Source(src), name: name, optional: optional, decimal2: decimal2})
 		case c == '}':
 			return nil, errors.New("unopened }: write }} for a literal brace")
 		default:
@@ -266,9 +286,50 @@ func (t *Template) render(b *strings.Builder, req *Request, secret []byte) {
 			b.WriteString(p.lit)
 		default:
 			v, _, _ := req.Value(p.src, p.name)
+			if p.decimal2 {
+				if d, ok := phpDecimal2(v); ok {
+					v = d
+				}
+			}
 			b.WriteString(v)
 		}
 	}
+}
+
+// phpDecimal2 writes a number as PHP's number_format((float)$v, 2) does
+// with "." as the point: two decimals, rounded half away from zero, no thousands
+// separator, never "-0.00". PHP rounds the value's shortest decimal
+// form (so 1.005 is 1.01), and so does this. ok is false for what is no
+// plain decimal number (PHP would read a prefix of it, or 0): a sender
+// signs the number it sent, so such a value is no valid delivery.
+func phpDecimal2(v string) (string, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.Trim(v, "0123456789.eE+-") != "" {
+		return "", false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", false
+	}
+	whole, frac, _ := strings.Cut(strconv.FormatFloat(math.Abs(f), 'f', -1, 64), ".")
+	up := len(frac) > 2 && frac[2] >= '5'
+	digits := []byte(whole + (frac + "00")[:2])
+	for i := len(digits) - 1; up && i >= 0; i-- { // add one cent, carrying
+		if digits[i] == '9' {
+			digits[i] = '0'
+			continue
+		}
+		digits[i]++
+		up = false
+	}
+	if up {
+		digits = append([]byte{'1'}, digits...)
+	}
+	out := string(digits[:len(digits)-2]) + "." + string(digits[len(digits)-2:])
+	if f < 0 && strings.Trim(out, "0.") != "" {
+		out = "-" + out
+	}
+	return out, true
 }
 
 // holdsSecret reports whether {secret} is in the template or its digests.

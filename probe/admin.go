@@ -30,7 +30,12 @@ type conflict struct {
 }
 
 // counts are the store's records and conflicts of this run's two events.
-type counts struct{ records, conflicts int }
+type counts struct {
+	records, conflicts int
+	// changed are the keys the new event's other body was claimed under
+	// (changed_payload: new_event): its key and the body's hash.
+	changed []string
+}
 
 func (r *runner) admin(ctx context.Context, method, path string, query url.Values, out any) (int, error) {
 	u := strings.TrimSuffix(r.cfg.Admin, "/") + path
@@ -81,8 +86,12 @@ func (r *runner) counts(ctx context.Context) (counts, error) {
 		return c, err
 	}
 	for _, rec := range recs {
-		if rec.Key == r.newKey || rec.Key == r.parKey {
+		switch {
+		case rec.Key == r.newKey || rec.Key == r.parKey:
 			c.records++
+		case strings.HasPrefix(rec.Key, r.newKey+":payload-sha256="):
+			c.records++
+			c.changed = append(c.changed, rec.Key)
 		}
 	}
 	var cs []conflict

@@ -187,8 +187,12 @@ func TestProbeEveryPreset(t *testing.T) {
 				t.Errorf("the site saw events %v, want the probe's new and parallel ones", runs)
 			}
 			for id, n := range runs {
-				if n != 1 {
-					t.Errorf("event %s ran %d times at the site, want 1", id, n)
+				want := 1
+				if preset == "cdek" && strings.HasSuffix(id, "-new") {
+					want = 2 // the other body under the new event's key is an event of its own
+				}
+				if n != want {
+					t.Errorf("event %s ran %d times at the site, want %d", id, n, want)
 				}
 			}
 			if !res.Released {

@@ -68,7 +68,8 @@ type Config struct {
 	// ChangedPayload is what the sender's changed_payload makes of the same
 	// id with another body: "conflict" (a 4xx, the default) or "duplicate"
 	// (the first's answer replayed; the shopify scheme's default, as its
-	// preset's).
+	// preset's) or "new_event" (the other body is an event of its own, run
+	// once; the cdek scheme's default, as its preset's).
 	ChangedPayload string
 
 	Parallel int           // parallel deliveries of one new id; 0 means DefaultParallel
@@ -218,6 +219,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.KeyHeader, cfg.KeyField = schemeKey(cfg.Scheme)
 	}
 	if cfg.ChangedPayload == "" {
+		cfg.ChangedPayload = shapes[cfg.Scheme].changedPayload
+	}
+	if cfg.ChangedPayload == "" {
 		cfg.ChangedPayload = "conflict"
 		if cfg.Scheme == "shopify" {
 			cfg.ChangedPayload = "duplicate"
@@ -316,6 +320,13 @@ func (r *runner) protocol(ctx context.Context) {
 		r.add("same id, other body", fmt.Sprintf("%d, the first's body, replayed (changed_payload: duplicate)", first.status), changed.String(),
 			changed.err == nil && changed.status == first.status && changed.replayed() && bytes.Equal(changed.body, first.body))
 		phase("same id, other body", 0, 0)
+	} else if r.cfg.ChangedPayload == "new_event" {
+		r.add("same id, other body", "the site's answer (2xx or 3xx), not replayed (changed_payload: new_event)", changed.String(),
+			changed.err == nil && changed.status >= 200 && changed.status < 400 && !changed.replayed())
+		phase("same id, other body", 1, 0)
+		for _, k := range count.changed { // released with the others
+			r.res.Keys = appendUnique(r.res.Keys, k)
+		}
 	} else {
 		r.add("same id, other body", "4xx conflict, not replayed", changed.String(),
 			changed.err == nil && changed.status >= 400 && changed.status < 500 &&

@@ -42,6 +42,9 @@ type shape struct {
 	// ownKey: the preset fixes where the id goes; --key-header and
 	// --key-field do not apply.
 	ownKey bool
+	// changedPayload is the preset's changed_payload when it is not
+	// conflict ("" otherwise), the default of Config.ChangedPayload.
+	changedPayload string
 }
 
 // delivery is one request as the sender would send it.
@@ -57,7 +60,7 @@ var refused = map[string]string{
 	"yookassa": "YooKassa notifications are checked by the sender's network address (YooKassa's own networks), " +
 		"so a probe from this host is refused by design; confirm with a test payment in YooKassa's sandbox shop",
 	"woocommerce": "the woocommerce preset names no event id and forwards every delivery without dedupe, " +
-		"so there is no repeat to replay or conflict to find; check its signature with a test delivery from WooCommerce (Webhooks, Save)",
+		"so there is no repeat to replay or conflict to find; check its signature with a real event (update a test order); the ping WooCommerce sends when a webhook is saved is unsigned and answered by hookonce itself",
 	"amocrm": "the amocrm preset forwards every delivery without dedupe (amoCRM names no notification), " +
 		"so there is no repeat to replay or conflict to find; check its URL token with a test change in amoCRM",
 	"bitrix24": "the bitrix24 preset forwards every event without dedupe (Bitrix24 sends no event id and does not resend), " +
@@ -323,8 +326,10 @@ var shapes = map[string]shape{
 		answer: "2xx, OK md5(id+secret)",
 	},
 	// CDEK: an ORDER_STATUS webhook, the secret token in the URL's query.
+	// CDEK does not resend, so another body under one key is an event of
+	// its own (changed_payload: new_event).
 	"cdek": {
-		ownKey: true,
+		ownKey: true, changedPayload: "new_event",
 		build: func(c *Config, id string, v int, _ time.Time) delivery {
 			h := http.Header{}
 			h.Set("Content-Type", "application/json")
@@ -333,7 +338,9 @@ var shapes = map[string]shape{
 				id, id, city)
 			return delivery{method: http.MethodPost, header: h, body: []byte(body), query: url.Values{"token": {c.Secret}}}
 		},
-		recordKey: func(id string) string { return joinKey("ORDER_STATUS", id, "CREATED", "2000-01-01T00:00:00+0000") },
+		recordKey: func(id string) string {
+			return joinKey("ORDER_STATUS", id, "2000-01-01T00:00:00+0000", "CREATED", "2000-01-01T00:00:00+0000")
+		},
 	},
 }
 

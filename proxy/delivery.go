@@ -133,7 +133,7 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 var shadowed = map[string]bool{
 	OutcomeDuplicate: true, OutcomeConflict: true, OutcomeInProgress: true,
 	OutcomeRejectedSignature: true, OutcomeMissingKey: true, OutcomeTooLarge: true,
-	OutcomeStoreError: true,
+	OutcomeStoreError: true, OutcomePing: true,
 }
 
 func (d *delivery) serve() {
@@ -275,6 +275,19 @@ func (d *delivery) unmatched(body []byte, why string) {
 // then the claim.
 func (d *delivery) decide(in contract.Inspection) {
 	s, w := d.s, d.w
+	// 2a. A preset's unsigned ping (WooCommerce's, when a webhook is
+	// saved) only wants a 200: answered here, never forwarded, so its
+	// shape gets nothing unsigned to the site.
+	if in.Ping != "" {
+		if s.Shadow() {
+			d.done(OutcomePing, 0, "reason", in.Ping)
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomePing, http.StatusOK, "reason", in.Ping)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	// 2. Signature: an unverified message never occupies an event id.
 	if err := in.SigErr; err != nil {
 		if s.Shadow() {

@@ -36,6 +36,10 @@ const (
 	// busy past serialize.wait, or too many deliveries waited on it; the
 	// claim was freed and nothing stored.
 	OutcomeObjectBusy = "object_busy"
+	// OutcomePing: one of the preset's unsigned test requests
+	// (WooCommerce's ping when a webhook is saved), answered 200 by
+	// hookonce and never forwarded.
+	OutcomePing = "ping"
 )
 
 type metrics struct {

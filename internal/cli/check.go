@@ -174,6 +174,14 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		return refused(http.StatusForbidden, "no sender on this path takes it ("+rt.UnmatchedReason()+")")
 	}
 	fmt.Fprintf(out, "sender: %s\n", s.Name)
+	if in.Ping != "" {
+		fmt.Fprintf(out, "ping: %s\n", in.Ping)
+		route()
+		if s.Shadow() {
+			return taken("forwarded untouched (shadow mode; enforced hookonce answers it 200 itself)")
+		}
+		return taken("answered 200 by hookonce itself; the site never sees it")
+	}
 	if in.SigErr != nil {
 		// The proxy reads nothing more from a message whose signature does
 		// not hold; the operator asking here still wants to know which
