@@ -29,6 +29,31 @@ const (
 	MaxTrafficDetail = 512
 )
 
+// MaxTrafficShapes bounds the details (request shapes) a store keeps per
+// day, sender, path and outcome. A shape is made of names the client
+// picks (the method and field names of a request no sender took, or of
+// one without an event id), so a stranger could otherwise make one
+// counter per request and fill the store for TrafficKeep. The store
+// enforces it in its write, so replicas writing at once cannot exceed
+// it: a counter whose detail is not yet kept, once MaxTrafficShapes
+// details of its day, sender, path and outcome are, is added to the
+// counter of the same labels with TrafficOtherDetail instead. 64 is far
+// more than the shapes one provider sends on one path (a handful), and
+// little enough that the report reads a few thousand counters at most.
+// Senders, paths (as the config writes them) and outcomes come from the
+// config and the code, never from the request, so they need no bound of
+// their own; statuses are an HTTP status (Clean keeps 0-999).
+const MaxTrafficShapes = 64
+
+// TrafficOtherDetail is the detail of the counter that holds the
+// deliveries whose shape did not fit MaxTrafficShapes. No shape reads so
+// (a shape starts with the method, a token without spaces or brackets).
+const TrafficOtherDetail = "(other shapes)"
+
+// TrafficCapped reports whether detail counts against MaxTrafficShapes:
+// every detail but "" and TrafficOtherDetail.
+func TrafficCapped(detail string) bool { return detail != "" && detail != TrafficOtherDetail }
+
 // TrafficCount is one counter: N deliveries on Day (UTC midnight) of
 // Sender ("" when no sender took them) on Path, answered with Outcome (as
 // hookonce_requests_total counts it, "would_" prefix of shadow mode
@@ -59,10 +84,68 @@ type TrafficRecorder interface {
 }
 
 // TrafficReader reads the counters of the days at or after since's day
-// (the zero time: every day kept), one TrafficCount per counter, sorted by
-// TrafficLess.
+// (the zero time: every day kept). Traffic answers one TrafficCount per
+// counter and day, sorted by TrafficLess. TrafficTotals answers them
+// summed over the days, one TrafficTotal per sender, path, outcome,
+// status and detail, sorted by TrafficTotalLess: the store aggregates
+// (GROUP BY), so a reader (the readiness report, its per-minute gauge)
+// holds at most one row per counter, never one per counter and day.
 type TrafficReader interface {
 	Traffic(ctx context.Context, since time.Time) ([]TrafficCount, error)
+	TrafficTotals(ctx context.Context, since time.Time) ([]TrafficTotal, error)
+}
+
+// TrafficTotal is one counter summed over the days of a window: N
+// deliveries from day First to day Last (UTC midnights), MaxMillis the
+// longest time at the site among them.
+type TrafficTotal struct {
+	First, Last time.Time
+	Sender      string
+	Path        string
+	Outcome     string
+	Status      int
+	Detail      string
+	N           int64
+	MaxMillis   int64
+}
+
+// TrafficTotalLess orders totals by sender, path, outcome, status and
+// detail.
+func TrafficTotalLess(a, b TrafficTotal) int {
+	return TrafficLess(TrafficCount{Sender: a.Sender, Path: a.Path, Outcome: a.Outcome, Status: a.Status, Detail: a.Detail},
+		TrafficCount{Sender: b.Sender, Path: b.Path, Outcome: b.Outcome, Status: b.Status, Detail: b.Detail})
+}
+
+// SumTraffic sums counters over their days: TrafficTotals for a store
+// that reads a bounded set of counters (Redis: one bounded hash per day)
+// and sums them in memory.
+func SumTraffic(counts []TrafficCount) []TrafficTotal {
+	type id struct {
+		sender, path, outcome, detail string
+		status                        int
+	}
+	at := map[id]int{}
+	var out []TrafficTotal
+	for _, c := range counts {
+		k := id{c.Sender, c.Path, c.Outcome, c.Detail, c.Status}
+		if i, ok := at[k]; ok {
+			t := &out[i]
+			t.N += c.N
+			t.MaxMillis = max(t.MaxMillis, c.MaxMillis)
+			if c.Day.Before(t.First) {
+				t.First = c.Day
+			}
+			if c.Day.After(t.Last) {
+				t.Last = c.Day
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, TrafficTotal{First: c.Day, Last: c.Day, Sender: c.Sender, Path: c.Path, Outcome: c.Outcome,
+			Status: c.Status, Detail: c.Detail, N: c.N, MaxMillis: c.MaxMillis})
+	}
+	slices.SortFunc(out, TrafficTotalLess)
+	return out
 }
 
 // ErrNoTraffic: the store keeps no traffic counters.
@@ -82,6 +165,9 @@ func (c TrafficCount) Clean() TrafficCount {
 	c.Detail = cut(c.Detail, MaxTrafficDetail)
 	c.Sender = cut(c.Sender, MaxTrafficPath)
 	c.Outcome = cut(c.Outcome, 64)
+	if c.Status < 0 || c.Status > 999 {
+		c.Status = 0
+	}
 	return c
 }
 
@@ -143,6 +229,14 @@ func MergeTraffic(counts []TrafficCount) []TrafficCount {
 func (r readOnly) Traffic(ctx context.Context, since time.Time) ([]TrafficCount, error) {
 	if t, ok := r.Reader.(TrafficReader); ok {
 		return t.Traffic(ctx, since)
+	}
+	return nil, fmt.Errorf("traffic: %w", ErrNoTraffic)
+}
+
+// TrafficTotals passes the call on as Traffic does.
+func (r readOnly) TrafficTotals(ctx context.Context, since time.Time) ([]TrafficTotal, error) {
+	if t, ok := r.Reader.(TrafficReader); ok {
+		return t.TrafficTotals(ctx, since)
 	}
 	return nil, fmt.Errorf("traffic: %w", ErrNoTraffic)
 }

@@ -16,6 +16,11 @@
 //     its first pages, failing closed with /readyz saying so).
 //   - leaks: TestMain fails the package when goroutines outlive the tests
 //     (go.uber.org/goleak).
+//   - flood_test.go: an unsigned flood of made-up field names and paths
+//     from 8 connections against a real serve on SQLite and on a maxmemory
+//     Redis, with genuine signed deliveries during and after it and a
+//     restart: bounded counters, RSS, store growth and log lines, every
+//     genuine delivery run once (HOOKONCE_FLOOD=full: 60 s).
 //   - soak_test.go: HOOKONCE_SOAK=2m runs minutes of mixed traffic with
 //     periodic database restarts and reports duplicates, lost events and
 //     RSS over time.

@@ -247,3 +247,52 @@ func (r *refusals) note(now time.Time) int64 {
 	r.pending, r.next = 0, now.Add(time.Second)
 	return n
 }
+
+// unmatchedLine counts one request on path that no sender took, for the
+// log, and answers how many requests the line to write now stands for
+// (itself and those not logged since the last line), or 0 for no line.
+// Each path gets unmatchedBurst lines at once, then one a second
+// (unmatchedEvery), as refusals past max_inflight do: each line names the
+// request's fields, which the client picks, and a flood of made-up
+// requests must not become a flood of log lines. The metrics and the
+// readiness counters count every request. Paths are the config's routes,
+// so the map holds one entry per route a config ever had.
+func (p *Proxy) unmatchedLine(path string) int64 {
+	v, ok := p.unmatchedLog.Load(path)
+	if !ok {
+		v, _ = p.unmatchedLog.LoadOrStore(path, &lineBudget{})
+	}
+	return v.(*lineBudget).take(time.Now())
+}
+
+// Log lines of unmatched requests per path: unmatchedBurst at once, then
+// one per unmatchedEvery.
+const (
+	unmatchedBurst = 10
+	unmatchedEvery = time.Second
+)
+
+// lineBudget is a token bucket of log lines (unmatchedLine).
+type lineBudget struct {
+	mu      sync.Mutex
+	used    float64   // lines taken of the burst, at last
+	last    time.Time // when used was last brought up to date
+	pending int64     // requests not logged since the last line
+}
+
+func (b *lineBudget) take(now time.Time) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.used = max(0, b.used-float64(now.Sub(b.last))/float64(unmatchedEvery))
+	}
+	b.last = now
+	b.pending++
+	if b.used+1 > unmatchedBurst {
+		return 0
+	}
+	b.used++
+	n := b.pending
+	b.pending = 0
+	return n
+}

@@ -59,6 +59,9 @@ type delivery struct {
 	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
 	outcome        string // the decision, once made (as counted)
 	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
+	// quiet: done counts the decision but writes no line (an unmatched
+	// request a recent line of its path already stands for, unmatchedLine).
+	quiet bool
 }
 
 // siteDownLoud is how many forwards in a row must find the site
@@ -125,6 +128,9 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 		default:
 			as, attrs = append(as, slog.Any("!BADKEY", k)), attrs[1:]
 		}
+	}
+	if d.quiet {
+		return
 	}
 	d.log.LogAttrs(d.r.Context(), level, "webhook", as...)
 }
@@ -248,8 +254,14 @@ func (d *delivery) unmatched(body []byte, why string) {
 	if body == nil {
 		sh.Form, sh.JSON = nil, nil // not read: only the method refused it
 	}
-	attrs := []any{"reason", why, "unmatched", d.rt.UnmatchedReason(), "method", sh.Method, "content_type", sh.ContentType,
-		"query_fields", strings.Join(sh.Query, ","), "form_fields", strings.Join(sh.Form, ","), "json_fields", strings.Join(sh.JSON, ",")}
+	var attrs []any
+	if n := d.p.unmatchedLine(d.rt.Path); n == 0 {
+		d.quiet = true // counted (metrics, readiness counters), not logged
+	} else {
+		attrs = []any{"reason", why, "unmatched", d.rt.UnmatchedReason(), "method", sh.Method, "content_type", sh.ContentType,
+			"query_fields", strings.Join(sh.Query, ","), "form_fields", strings.Join(sh.Form, ","), "json_fields", strings.Join(sh.JSON, ","),
+			"unmatched_since_last_line", n}
+	}
 	if d.rt.ForwardsUnmatched(d.r.Method) {
 		d.p.m.unmatched.WithLabelValues(d.rt.Path, UnmatchedForwarded).Inc()
 		d.done(OutcomeUnmatched, 0, append(attrs, "action", UnmatchedForwarded, "forwarded", true)...)

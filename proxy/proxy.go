@@ -95,8 +95,11 @@ type Proxy struct {
 	// bodyBytes is the request body memory reserved by deliveries being
 	// received or handled, bounded by max_inflight × max_body.
 	bodyBytes atomic.Int64
-	refused   refusals  // refusals past max_inflight, for the log
-	peers     peerBytes // body bytes per client address still arriving
+	refused   refusals // refusals past max_inflight, for the log
+	// unmatchedLog throttles the lines of requests no sender took: a
+	// *lineBudget per route path (unmatchedLine).
+	unmatchedLog sync.Map
+	peers        peerBytes // body bytes per client address still arriving
 
 	// abortCtx is cancelled when a shutdown stops waiting for forwards;
 	// every forward runs under it instead of under the sender's request.

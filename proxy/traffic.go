@@ -16,14 +16,19 @@ import (
 // path. Counters never slow or fail a delivery: a store that keeps none is
 // not asked, a full map (maxTrafficPending counters) drops what does not
 // fit, and a failed write is logged and its counts lost (counters are not
-// records).
+// records). As the stores do, the map keeps at most
+// dedupe.MaxTrafficShapes shapes per day, sender, path and outcome, the
+// rest added to the group's dedupe.TrafficOtherDetail counter: a flood of
+// made-up shapes fills neither the map nor the store, and leaves room for
+// the counters of genuine deliveries.
 type trafficCounter struct {
 	rec dedupe.TrafficRecorder // nil: the store keeps no counters
 	log *slog.Logger
 	now func() time.Time
 
-	mu      sync.Mutex // guards pending and dropped
+	mu      sync.Mutex // guards pending, shapes and dropped
 	pending map[trafficID]*dedupe.TrafficCount
+	shapes  map[trafficGroup]int // capped details in pending, per group
 	dropped int64
 
 	stop chan struct{}
@@ -40,9 +45,15 @@ type trafficID struct {
 	status                        int
 }
 
+// trafficGroup is what dedupe.MaxTrafficShapes bounds the shapes of.
+type trafficGroup struct {
+	day                   int64
+	sender, path, outcome string
+}
+
 func newTrafficCounter(store dedupe.Store, log *slog.Logger, every time.Duration) *trafficCounter {
 	t := &trafficCounter{log: log, now: time.Now, pending: map[trafficID]*dedupe.TrafficCount{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		shapes: map[trafficGroup]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	t.rec, _ = store.(dedupe.TrafficRecorder)
 	if t.rec == nil {
 		close(t.done)
@@ -75,12 +86,21 @@ func (t *trafficCounter) note(sender, path, outcome string, status int, detail s
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.pending[id]
+	if c == nil && dedupe.TrafficCapped(detail) {
+		g := trafficGroup{day: id.day, sender: sender, path: path, outcome: outcome}
+		if t.shapes[g] >= dedupe.MaxTrafficShapes {
+			id.detail = dedupe.TrafficOtherDetail
+			c = t.pending[id]
+		} else if len(t.pending) < maxTrafficPending {
+			t.shapes[g]++
+		}
+	}
 	if c == nil {
 		if len(t.pending) >= maxTrafficPending {
 			t.dropped++
 			return
 		}
-		c = &dedupe.TrafficCount{Day: day, Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: detail}
+		c = &dedupe.TrafficCount{Day: day, Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: id.detail}
 		t.pending[id] = c
 	}
 	c.N++
@@ -98,7 +118,7 @@ func (t *trafficCounter) flush() {
 		batch = append(batch, *c)
 	}
 	dropped := t.dropped
-	t.pending, t.dropped = map[trafficID]*dedupe.TrafficCount{}, 0
+	t.pending, t.shapes, t.dropped = map[trafficID]*dedupe.TrafficCount{}, map[trafficGroup]int{}, 0
 	t.mu.Unlock()
 	if dropped > 0 {
 		t.log.Warn("readiness counters: too many distinct counters in one flush; some deliveries were not counted", "deliveries", dropped)

@@ -149,3 +149,92 @@ func TestTrafficShapes(t *testing.T) {
 		t.Errorf("shapes:\n%s\nwant:\n%s", strings.Join(shapes, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// An unsigned flood of made-up field names on made-up paths under a
+// sender's prefix: every request is counted, under the route's path as
+// the config writes it (never the path the client chose), with at most
+// dedupe.MaxTrafficShapes shapes and the rest in one "other shapes"
+// counter; the WARN lines of requests no sender took are throttled to
+// about one a second; a genuine delivery amid them is counted and runs
+// once.
+func TestTrafficUnmatchedFlood(t *testing.T) {
+	const cfg = `
+senders:
+  - name: pay
+    match: { path: /pay/*, when: [ { body: kind, equals: pay } ] }
+    key: [ { body: id } ]
+`
+	store := newStore(t)
+	site := proxytest.NewUpstream(t, nil)
+	px := proxytest.Start(t, store, site.URL, cfg)
+	const flood = 3 * dedupe.MaxTrafficShapes
+	start := time.Now()
+	for i := range flood {
+		r := proxytest.Post(t, fmt.Sprintf("%s/pay/x%d.php", px.Server.URL, i), fmt.Sprintf(`{"junk%d":1}`, i))
+		if r.Status != 200 {
+			t.Fatalf("unmatched request %d: %d, want the site's 200 (forwarded)", i, r.Status)
+		}
+		if i == flood/2 {
+			if r := proxytest.Post(t, px.Server.URL+"/pay/result.php", `{"id":"o1","kind":"pay"}`); r.Status != 200 {
+				t.Fatalf("genuine delivery amid the flood: %d", r.Status)
+			}
+		}
+	}
+	took := time.Since(start)
+	if n := site.Executions("o1"); n != 1 {
+		t.Fatalf("the site ran o1 %d times, want once", n)
+	}
+	if n := site.Total(); n != flood+1 {
+		t.Fatalf("the site got %d requests, want %d", n, flood+1)
+	}
+	var cs []dedupe.TrafficCount
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		cs, err = store.(dedupe.TrafficReader).Traffic(context.Background(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, c := range cs {
+			n += c.N
+		}
+		if n == flood+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters sum to %d deliveries, want %d: %+v", n, flood+1, cs)
+		}
+	}
+	var rows int
+	var other int64
+	processed := false
+	for _, c := range cs {
+		if c.Path != "/pay/*" {
+			t.Errorf("a counter on the client's path: %+v", c)
+		}
+		switch {
+		case c.Outcome == "unmatched":
+			rows++
+			if c.Detail == dedupe.TrafficOtherDetail {
+				other = c.N
+			}
+		case c.Sender == "pay" && c.Outcome == "processed":
+			processed = c.N == 1
+		}
+	}
+	if rows > dedupe.MaxTrafficShapes+1 || other != flood-dedupe.MaxTrafficShapes {
+		t.Errorf("%d unmatched counters, %d in %q; want at most %d, %d", rows, other, dedupe.TrafficOtherDetail,
+			dedupe.MaxTrafficShapes+1, flood-dedupe.MaxTrafficShapes)
+	}
+	if !processed {
+		t.Errorf("the genuine delivery is not counted: %+v", cs)
+	}
+	// Ten lines at once, then one a second (proxy.unmatchedLine).
+	lines := strings.Count(px.Logs.String(), `"outcome":"unmatched"`)
+	if most := 10 + int(took/time.Second) + 1; lines == 0 || lines > most {
+		t.Errorf("%d log lines for %d unmatched requests in %v, want at most %d", lines, flood, took, most)
+	}
+	if !strings.Contains(px.Logs.String(), `"unmatched_since_last_line":1`) {
+		t.Errorf("the first unmatched line does not say how many it stands for:\n%.2000s", px.Logs.String())
+	}
+}

@@ -29,3 +29,11 @@ func (c *Store) Traffic(ctx context.Context, since time.Time) ([]dedupe.TrafficC
 	}
 	return nil, fmt.Errorf("traffic: the wrapped store %T: %w", c.Store, dedupe.ErrNoTraffic)
 }
+
+// TrafficTotals reads the wrapped store's counters summed over their days.
+func (c *Store) TrafficTotals(ctx context.Context, since time.Time) ([]dedupe.TrafficTotal, error) {
+	if r, ok := c.Store.(dedupe.TrafficReader); ok {
+		return r.TrafficTotals(ctx, since)
+	}
+	return nil, fmt.Errorf("traffic totals: the wrapped store %T: %w", c.Store, dedupe.ErrNoTraffic)
+}

@@ -221,7 +221,10 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 	if !ok {
 		return Report{}, fmt.Errorf("readiness: %w", dedupe.ErrNoTraffic)
 	}
-	counts, err := tr.Traffic(ctx, o.Since)
+	// The store sums the counters over their days (one row per counter,
+	// and at most dedupe.MaxTrafficShapes shapes per group): the report
+	// never holds a row per counter and day.
+	counts, err := tr.TrafficTotals(ctx, o.Since)
 	if err != nil {
 		return Report{}, fmt.Errorf("readiness: %w", err)
 	}
@@ -248,8 +251,8 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 	paths := map[string]*PathReport{}
 	pathShapes := map[string]map[string]int64{}
 	for _, c := range counts {
-		if o.Since.IsZero() && (rep.Since.IsZero() || c.Day.Before(rep.Since)) {
-			rep.Since = c.Day
+		if o.Since.IsZero() && (rep.Since.IsZero() || c.First.Before(rep.Since)) {
+			rep.Since = c.First
 		}
 		if c.Sender == "" {
 			p := paths[c.Path]
@@ -345,13 +348,13 @@ type tally struct {
 	example     map[string]string
 }
 
-func (a *tally) add(c dedupe.TrafficCount) {
+func (a *tally) add(c dedupe.TrafficTotal) {
 	r := &a.r
-	if r.FirstSeen.IsZero() || c.Day.Before(r.FirstSeen) {
-		r.FirstSeen = c.Day
+	if r.FirstSeen.IsZero() || c.First.Before(r.FirstSeen) {
+		r.FirstSeen = c.First
 	}
-	if c.Day.After(r.LastSeen) {
-		r.LastSeen = c.Day
+	if c.Last.After(r.LastSeen) {
+		r.LastSeen = c.Last
 	}
 	r.Deliveries += c.N
 	would := strings.HasPrefix(c.Outcome, "would_")
@@ -643,6 +646,14 @@ func topShapes(m map[string]int64, n int) []Shape {
 		out = append(out, Shape{Shape: s, N: c})
 	}
 	slices.SortFunc(out, func(a, b Shape) int {
+		// The deliveries past the store's bound of shapes go last: they
+		// are many shapes, none of which says what the requests were.
+		if ao, bo := a.Shape == dedupe.TrafficOtherDetail, b.Shape == dedupe.TrafficOtherDetail; ao != bo {
+			if ao {
+				return 1
+			}
+			return -1
+		}
 		if a.N != b.N {
 			return int(b.N - a.N)
 		}

@@ -2,6 +2,7 @@ package readiness_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -148,6 +149,44 @@ func TestUnmatchedPaths(t *testing.T) {
 	if len(rep.Paths) != 1 || rep.Paths[0].Refused != 37 ||
 		!strings.Contains(rep.Paths[0].Finding.What, "37 deliveries on /p matched no sender (37 of them refused, not forwarded); they looked like: POST; form: TerminalKey") {
 		t.Errorf("paths: %+v", rep.Paths)
+	}
+}
+
+// A flood of made-up shapes over several days on a sender's path: the
+// store keeps a bounded number of them, the report counts every
+// delivery, names a real shape rather than the folded rest, and still
+// judges the sender on its own deliveries.
+func TestUnmatchedFlood(t *testing.T) {
+	var flood []dedupe.TrafficCount
+	for d := range 3 {
+		for i := range 4 * dedupe.MaxTrafficShapes {
+			flood = append(flood, dedupe.TrafficCount{Day: today.AddDate(0, 0, -d), Path: "/p", Outcome: "unmatched", Status: 403,
+				Detail: fmt.Sprintf("POST; form: junk%d", i), N: 1})
+		}
+	}
+	flood = append(flood, count("rk", "processed", 200, 25), count("rk", "would_duplicate", 0, 2),
+		dedupe.TrafficCount{Day: today.AddDate(0, 0, -2), Path: "/p", Outcome: "unmatched", Status: 403, Detail: "POST; form: TerminalKey", N: 1})
+	s := store(t, flood...)
+	rep := build(t, s, readiness.Sender{Name: "rk", Path: "/p", Signed: true})
+	if !rep.Ready || rep.Senders[0].Deliveries != 27 {
+		t.Errorf("rk is judged on the unmatched deliveries: %+v", rep.Senders[0])
+	}
+	want := int64(3*4*dedupe.MaxTrafficShapes + 1)
+	if len(rep.Paths) != 1 || rep.Paths[0].Deliveries != want || rep.Paths[0].Refused != want {
+		t.Fatalf("paths: %+v, want %d deliveries on /p", rep.Paths, want)
+	}
+	if sh := rep.Paths[0].Shapes; len(sh) == 0 || sh[0].Shape == dedupe.TrafficOtherDetail {
+		t.Errorf("the report names the folded shapes first: %+v", sh)
+	}
+	if !rep.Since.Equal(today.AddDate(0, 0, -2)) {
+		t.Errorf("since %v, want the first day counted, %v", rep.Since, today.AddDate(0, 0, -2))
+	}
+	ts, err := s.TrafficTotals(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) > 2+dedupe.MaxTrafficShapes*3+1 {
+		t.Errorf("the store reads %d totals for the report, want at most %d", len(ts), 2+dedupe.MaxTrafficShapes*3+1)
 	}
 }
 

@@ -20,6 +20,12 @@ import (
 // to by one script per day (lua/traffic.lua) and expiring
 // dedupe.TrafficKeep after the day ends (EXPIREAT, by the server's clock).
 // Reading walks the days of the window, at most that many keys: no SCAN.
+// A day's hash holds at most dedupe.MaxTrafficShapes shapes per sender,
+// path and outcome (the script keeps a count of each group's shapes in a
+// "g" field and adds the rest to the group's dedupe.TrafficOtherDetail
+// counter), so reading every day's hash reads a bounded number of fields.
+// (A hash written before that bound starts its groups' counts at zero: it
+// holds its old shapes and at most the bound more.)
 
 var (
 	//go:embed lua/traffic.lua
@@ -48,11 +54,23 @@ func (s *Store) AddTraffic(ctx context.Context, counts []dedupe.TrafficCount) er
 		if err != nil {
 			return err
 		}
+		other, err := json.Marshal([]any{c.Sender, c.Path, c.Outcome, c.Status, dedupe.TrafficOtherDetail})
+		if err != nil {
+			return err
+		}
+		group := ""
+		if dedupe.TrafficCapped(c.Detail) {
+			g, err := json.Marshal([]any{c.Sender, c.Path, c.Outcome})
+			if err != nil {
+				return err
+			}
+			group = string(g)
+		}
 		if _, ok := byDay[c.Day]; !ok {
 			days = append(days, c.Day)
-			byDay[c.Day] = []any{c.Day.Add(24*time.Hour + dedupe.TrafficKeep).Unix()}
+			byDay[c.Day] = []any{c.Day.Add(24*time.Hour + dedupe.TrafficKeep).Unix(), dedupe.MaxTrafficShapes}
 		}
-		byDay[c.Day] = append(byDay[c.Day], string(field), c.N, c.MaxMillis)
+		byDay[c.Day] = append(byDay[c.Day], string(field), group, string(other), c.N, c.MaxMillis)
 	}
 	if len(days) == 0 {
 		return nil
@@ -85,6 +103,16 @@ func (s *Store) AddTraffic(ctx context.Context, counts []dedupe.TrafficCount) er
 func isNoScript(err error) bool {
 	var re goredis.Error
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
+}
+
+// TrafficTotals implements dedupe.TrafficReader: the days' hashes (each
+// bounded) summed here, Redis having no GROUP BY.
+func (s *Store) TrafficTotals(ctx context.Context, since time.Time) ([]dedupe.TrafficTotal, error) {
+	cs, err := s.Traffic(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	return dedupe.SumTraffic(cs), nil
 }
 
 // Traffic implements dedupe.TrafficReader.

@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+// The batch in memory keeps at most dedupe.MaxTrafficShapes shapes per
+// group between two flushes, as the stores do: a flood of made-up shapes
+// takes MaxTrafficShapes+1 of its maxTrafficPending counters, never all
+// of them, so a genuine delivery's counter still fits and nothing is
+// dropped; the flush writes every delivery.
+func TestTrafficBatchFoldsShapes(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tc := newTrafficCounter(s, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+	const flood = 2 * maxTrafficPending
+	for i := range flood {
+		tc.note("", "/p", OutcomeUnmatched, 0, fmt.Sprintf("POST; form: junk%d", i), 0)
+	}
+	tc.note("shop", "/p", OutcomeProcessed, 200, "", time.Millisecond)
+	tc.mu.Lock()
+	pending, dropped := len(tc.pending), tc.dropped
+	tc.mu.Unlock()
+	if pending != dedupe.MaxTrafficShapes+2 || dropped != 0 {
+		t.Fatalf("%d counters pending, %d deliveries dropped; want %d and none", pending, dropped, dedupe.MaxTrafficShapes+2)
+	}
+	tc.close() // flushes
+	cs, err := s.Traffic(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, other int64
+	processed := false
+	for _, c := range cs {
+		n += c.N
+		if c.Detail == dedupe.TrafficOtherDetail {
+			other = c.N
+		}
+		processed = processed || c.Sender == "shop"
+	}
+	if n != flood+1 || other != flood-dedupe.MaxTrafficShapes || !processed {
+		t.Fatalf("stored %d deliveries (%d under other shapes, shop counted: %v), want %d (%d)", n, other, processed, flood+1, flood-dedupe.MaxTrafficShapes)
+	}
+}
