@@ -128,3 +128,68 @@ func TestReleaseScript(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionDirtyOnUntrackedFiles: version.sh, run in a repository of its
+// own, calls a tree clean only when git status shows nothing: a new file
+// git does not ignore is a local change as an edited one is (it would be
+// built into the binary); an ignored file is not.
+func TestVersionDirtyOnUntrackedFiles(t *testing.T) {
+	needTool(t, "bash", true)
+	git := needTool(t, "git", true)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "deploy", "packages"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"deploy/packages/version.sh": readFile(t, "packages/version.sh"),
+		"VERSION":                    []byte("1.2.3\n"),
+		".gitignore":                 []byte("*.db\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitEnv := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	in := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, gitEnv
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	in(git, "init", "-q")
+	in(git, "add", ".")
+	in(git, "commit", "-q", "-m", "release")
+	in(git, "tag", "v1.2.3")
+	version := func() string { t.Helper(); return in("deploy/packages/version.sh") }
+	dirty := regexp.MustCompile(`^1\.2\.3\+git\d{14}\.[0-9a-f]{7}\.dirty$`)
+
+	if v := version(); v != "1.2.3" {
+		t.Fatalf("a clean checkout of v1.2.3: version.sh = %q", v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "store.db"), []byte("ignored"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != "1.2.3" {
+		t.Errorf("with an ignored file only: version.sh = %q, want 1.2.3", v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extra.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); !dirty.MatchString(v) {
+		t.Errorf("with an untracked file: version.sh = %q, want 1.2.3+git<time>.<commit>.dirty", v)
+	}
+	if err := os.Remove(filepath.Join(dir, "extra.go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "VERSION"), []byte("1.2.4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); !dirty.MatchString(v) {
+		t.Errorf("with an edited file: version.sh = %q, want 1.2.3+git<time>.<commit>.dirty", v)
+	}
+}
