@@ -467,7 +467,11 @@ func hostAdminToken() (string, error) {
 	case errors.Is(err, fs.ErrPermission):
 		return "", fmt.Errorf("admin token file %s: permission denied (run the command as root or as a member of the group hookonce)", host.AdminToken)
 	case err != nil:
-		return "", fmt.Errorf("admin token file: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("admin token file %s: %w", host.AdminToken, err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {

@@ -268,3 +268,21 @@ func TestHostAdminToken(t *testing.T) {
 		t.Errorf("redeliver with HOOKONCE_ADMIN_TOKEN in the env file: exit %d %s, want 401 (the env file's token sent)", code, errOut)
 	}
 }
+
+// probe --admin takes the admin token as redeliver finds it: on the host,
+// the host's file (here one that cannot be read, refused before any
+// delivery is sent).
+func TestProbeFindsHostAdminToken(t *testing.T) {
+	h := fakeHost(t, hostConfigYAML, "HOST_TEST_SECRET="+hostSecret+"\n")
+	if err := os.Mkdir(h.AdminToken, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("probe sent %s %s before it had the admin token", r.Method, r.URL)
+	}))
+	defer site.Close()
+	_, errOut, code := hookonce(t, "probe", "--target", site.URL+"/hook", "--sender", "shop", "--admin", site.URL)
+	if code != exitUsage || !strings.Contains(errOut, "admin token file "+h.AdminToken) {
+		t.Errorf("probe --admin with an unreadable host token file: exit %d %s", code, errOut)
+	}
+}
