@@ -254,9 +254,55 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("TimeoutStopSec = %q, want more than the %s drain", v, serveDrainDefault)
 		}
 	})
+	t.Run("MemoryAboveBodyBudget", func(t *testing.T) {
+		// What requests may hold with the defaults (docs/configuration.md,
+		// "Memory is bounded"), and room for the process besides.
+		const budget = contract.DefaultMaxInflight * (contract.DefaultMaxBody + contract.DefaultMaxStoredBody)
+		const room = 128 << 20
+		max, err := unitBytes(strings.Join(u["Service.MemoryMax"], ""))
+		if err != nil || max < budget+room {
+			t.Errorf("MemoryMax = %q (%v), want at least %d MiB: the body budget %d MiB and %d MiB for the process",
+				u["Service.MemoryMax"], err, (budget+room)>>20, budget>>20, room>>20)
+		}
+		var limit int64 = -1
+		for _, e := range u["Service.Environment"] {
+			if v, ok := strings.CutPrefix(e, "GOMEMLIMIT="); ok {
+				if n, ok := strings.CutSuffix(v, "MiB"); ok {
+					if m, err := strconv.ParseInt(n, 10, 64); err == nil {
+						limit = m << 20
+					}
+				}
+			}
+		}
+		// Go's soft limit: under the ceiling (the kernel's), over the budget
+		// (else the collector would run without end under a full budget).
+		if limit < budget || limit >= max {
+			t.Errorf("GOMEMLIMIT = %d bytes (Environment %q), want NNNMiB between the body budget (%d) and MemoryMax (%d)",
+				limit, u["Service.Environment"], budget, max)
+		}
+	})
 	t.Run("SystemdAnalyzeVerify", func(t *testing.T) {
 		systemdAnalyzeVerify(t, path, "/usr/local/bin/hookonce")
 	})
+}
+
+// unitBytes reads a systemd size as MemoryMax= takes it: bytes, or with
+// K, M, G (1024-based).
+func unitBytes(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"):
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n * mult, err
 }
 
 var reDirective = func(name string) *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*` + name + ` (\S+);`) }

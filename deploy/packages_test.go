@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -48,7 +50,13 @@ var packaged = map[string]string{
 const (
 	packagedConfig = "/etc/hookonce/hookonce.yaml"
 	packagedEnv    = "/etc/hookonce/env"
+	// adminToken is made by the install (postinstall.sh), not shipped.
+	adminToken     = "/etc/hookonce/admin-token"
+	adminTokenMode = "-rw-r----- root hookonce"
 )
+
+// tokenFormat is what postinstall.sh writes: 32 random bytes as hex.
+var tokenFormat = regexp.MustCompile(`^[0-9a-f]{64}\n$`)
 
 // shippedCopies are the installed files that are repository files as they
 // are (read at build time, never forked).
@@ -280,6 +288,17 @@ func installDeb(t *testing.T, p builtPackages) {
 		t.Errorf("hookonce's primary group: %v %v", g, err)
 	}
 	checkInstalled(t, packaged)
+	checkInstalled(t, map[string]string{adminToken: adminTokenMode})
+	token := string(readFile(t, adminToken))
+	if !tokenFormat.MatchString(token) {
+		t.Errorf("%s holds %d bytes, want 64 hex digits and a newline", adminToken, len(token))
+	}
+	if !strings.Contains(out, adminToken) {
+		t.Errorf("dpkg -i did not say where the admin token is:\n%s", out)
+	}
+	if strings.Contains(out, strings.TrimSpace(token)) {
+		t.Error("dpkg -i printed the admin token")
+	}
 
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
 		if got, _ := exec.Command("systemctl", "is-enabled", "hookonce").Output(); strings.TrimSpace(string(got)) != "enabled" {
@@ -292,7 +311,12 @@ func installDeb(t *testing.T, p builtPackages) {
 		t.Error("enabled although systemd does not run")
 	}
 
-	db := serveAsUnit(t, u)
+	// The operator puts the admin listener where this test can have it
+	// (the packaged 127.0.0.1:8081 may be taken on a shared machine); the
+	// commands find it in the env file, as they find the token in its file.
+	adminAddr := freeLoopbackAddr(t)
+	appendFile(t, packagedEnv, "HOOKONCE_ADMIN_LISTEN="+adminAddr+"\n")
+	db := serveAsUnit(t, u, func() { adminNeedsToken(t, adminAddr, strings.TrimSpace(token)) })
 	operatorCommands(t)
 
 	// An upgrade keeps the edited config and the database.
@@ -307,8 +331,8 @@ func installDeb(t *testing.T, p builtPackages) {
 	f.Close()
 	p2 := buildPackages(t, "1.0.1")
 	out = run(t, dpkg, "-i", p2.deb)
-	if strings.Contains(out, "systemctl start hookonce") {
-		t.Errorf("the upgrade printed the first install's note:\n%s", out)
+	if strings.Contains(out, "systemctl start hookonce") || strings.Contains(out, "now requires a token") {
+		t.Errorf("the upgrade printed the first install's note or a new token's:\n%s", out)
 	}
 	if got := run(t, "/usr/bin/hookonce", "version"); firstLine(got) != "hookonce 1.0.1" {
 		t.Errorf("after the upgrade hookonce version = %q", got)
@@ -321,8 +345,13 @@ func installDeb(t *testing.T, p builtPackages) {
 		if _, err := os.Stat(db); err != nil {
 			t.Errorf("after %s the database is gone: %v", step, err)
 		}
-		if !strings.HasSuffix(string(readFile(t, packagedEnv)), secrets) {
+		if !strings.Contains(string(readFile(t, packagedEnv)), secrets) {
 			t.Errorf("after %s the env file lost the operator's secrets", step)
+		}
+		// The token the install made is never made again.
+		checkInstalled(t, map[string]string{adminToken: adminTokenMode})
+		if got := string(readFile(t, adminToken)); got != token {
+			t.Errorf("after %s %s holds another token", step, adminToken)
 		}
 		for _, suffix := range []string{".dpkg-new", ".dpkg-dist", ".dpkg-old"} {
 			if _, err := os.Stat(packagedConfig + suffix); err == nil {
@@ -332,6 +361,32 @@ func installDeb(t *testing.T, p builtPackages) {
 	}
 	keptAfter("the upgrade")
 	checkInstalled(t, packaged)
+
+	// An upgrade from a version that made no token makes one, and says so;
+	// an env file that set HOOKONCE_ADMIN_TOKEN itself (serve would refuse
+	// both) is named, and a running hookonce would not be restarted.
+	if err := os.Remove(adminToken); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, packagedEnv, "HOOKONCE_ADMIN_TOKEN=the-operators-own\n")
+	out = run(t, dpkg, "-i", p2.deb)
+	if !strings.Contains(out, "now requires a token, made in "+adminToken) ||
+		!strings.Contains(out, "sets HOOKONCE_ADMIN_TOKEN, and the service now reads its token from "+adminToken) ||
+		!strings.Contains(out, "was not restarted") {
+		t.Errorf("the upgrade to a token file over an env file with HOOKONCE_ADMIN_TOKEN said:\n%s", out)
+	}
+	if strings.Contains(out, "the-operators-own") {
+		t.Error("the upgrade printed the env file's token")
+	}
+	checkInstalled(t, map[string]string{adminToken: adminTokenMode})
+	token = string(readFile(t, adminToken))
+	if !tokenFormat.MatchString(token) {
+		t.Errorf("the upgrade made a token of %d bytes", len(token))
+	}
+	env := readFile(t, packagedEnv)
+	if err := os.WriteFile(packagedEnv, bytes.Replace(env, []byte("HOOKONCE_ADMIN_TOKEN=the-operators-own\n"), nil, 1), 0o640); err != nil {
+		t.Fatal(err)
+	}
 
 	// dpkg -r: the program goes, the config and the state stay.
 	run(t, dpkg, "-r", "hookonce")
@@ -345,6 +400,7 @@ func installDeb(t *testing.T, p builtPackages) {
 		"/etc/hookonce/hookonce.yaml": packaged["/etc/hookonce/hookonce.yaml"],
 		packagedEnv:                   packaged[packagedEnv],
 		"/var/lib/hookonce":           packaged["/var/lib/hookonce"],
+		adminToken:                    adminTokenMode,
 	})
 	if got := run(t, "dpkg-query", "-W", "-f", "${Status}", "hookonce"); got != "deinstall ok config-files" {
 		t.Errorf("after dpkg -r: %q", got)
@@ -391,9 +447,10 @@ func checkInstalled(t *testing.T, want map[string]string) {
 // serveAsUnit runs the installed unit's ExecStart with its Environment as
 // the hookonce user (what systemd would do, without its sandbox), on
 // loopback ports of its own, until it serves; then stops it with the
-// unit's KillSignal. It returns the database file it made in the state
-// directory: the service user can read its config and write its state.
-func serveAsUnit(t *testing.T, u *user.User) string {
+// unit's KillSignal, after running while. It returns the database file it
+// made in the state directory: the service user can read its config, its
+// admin token and write its state.
+func serveAsUnit(t *testing.T, u *user.User, while func()) string {
 	t.Helper()
 	unit := unit(t, "/usr/lib/systemd/system/hookonce.service")
 	if unit["Service.KillSignal"][0] != "SIGTERM" || unit["Service.User"][0] != "hookonce" {
@@ -412,7 +469,10 @@ func serveAsUnit(t *testing.T, u *user.User) string {
 			env = append(env, line)
 		}
 	}
-	env = append(env, "HOOKONCE_LISTEN=127.0.0.1:0", "HOOKONCE_ADMIN_LISTEN=127.0.0.1:0")
+	if ef := envValue(env, "HOOKONCE_ADMIN_TOKEN_FILE"); ef != adminToken {
+		t.Errorf("the unit's HOOKONCE_ADMIN_TOKEN_FILE = %q, want %s", ef, adminToken)
+	}
+	env = append(env, "HOOKONCE_LISTEN=127.0.0.1:0")
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -429,14 +489,23 @@ func serveAsUnit(t *testing.T, u *user.User) string {
 		t.Fatal(err)
 	}
 	var log []string
-	serving := false
+	serving, adminAuth := false, false
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		log = append(log, sc.Text())
+		if strings.Contains(sc.Text(), `"admin listener serving"`) {
+			adminAuth = strings.Contains(sc.Text(), `"auth":true`)
+		}
 		if strings.Contains(sc.Text(), `"hookonce serving"`) {
 			serving = true
 			break
 		}
+	}
+	if serving {
+		if !adminAuth {
+			t.Errorf("the admin listener serves without a token:\n%s", strings.Join(log, "\n"))
+		}
+		while()
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -463,6 +532,54 @@ func serveAsUnit(t *testing.T, u *user.User) string {
 		t.Errorf("%s belongs to uid %d, want hookonce (%d)", db, st.Uid, uid)
 	}
 	return db
+}
+
+// adminNeedsToken: the service's admin listener at addr refuses its API
+// without the install's token, and the operator's commands, run as root
+// with no flag, find the listener and the token and are served.
+func adminNeedsToken(t *testing.T, addr, token string) {
+	t.Helper()
+	get := func(auth string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("the admin listener: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(""); code != http.StatusUnauthorized {
+		t.Errorf("GET /v1/events with no token: %d, want 401", code)
+	}
+	if code := get("Bearer not-" + token); code != http.StatusUnauthorized {
+		t.Errorf("GET /v1/events with another token: %d, want 401", code)
+	}
+	if code := get("Bearer " + token); code != http.StatusOK {
+		t.Errorf("GET /v1/events with %s's token: %d, want 200", adminToken, code)
+	}
+	if out, code := operator(t, "redeliver", "--status", "unretried"); code != 0 || out != "no unretried events\n" {
+		t.Errorf("hookonce redeliver --status unretried as root: exit %d\n%s", code, out)
+	}
+	if out, code := operator(t, "health", "--ready"); code != 0 {
+		t.Errorf("hookonce health --ready as root: exit %d\n%s", code, out)
+	}
+}
+
+// freeLoopbackAddr is a loopback address with a port nothing listens on.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // operator runs the installed hookonce as an operator would, pasting a
@@ -569,6 +686,13 @@ func TestPackagedUnit(t *testing.T) {
 		// As the service user: it can read the env file (root:hookonce).
 		"Service.ExecReload": {"/usr/bin/hookonce check --config /etc/hookonce/hookonce.yaml", "/bin/kill -HUP $MAINPID"},
 	}
+	// The packaged admin API takes the token the install made; the rest of
+	// the environment is the hand-installed unit's.
+	const tokenEnv = "HOOKONCE_ADMIN_TOKEN_FILE=" + adminToken
+	if !slices.Contains(pkg["Service.Environment"], tokenEnv) {
+		t.Errorf("Environment = %q lacks %s", pkg["Service.Environment"], tokenEnv)
+	}
+	pkg["Service.Environment"] = slices.DeleteFunc(slices.Clone(pkg["Service.Environment"]), func(e string) bool { return e == tokenEnv })
 	for k := range maps.Keys(hand) {
 		if _, ok := changed[k]; !ok && !slices.Equal(hand[k], pkg[k]) {
 			t.Errorf("%s = %q, the hand-installed unit has %q", k, pkg[k], hand[k])

@@ -8,7 +8,10 @@
 # else is the last release (the newest tag vX.Y.Z reachable from HEAD, or
 # the VERSION file when there is none) followed by +git<UTC time>.<commit>:
 # the commit's time, or the time of the build when the tree has local
-# changes (then .dirty). So an untagged build sorts after the release it
+# changes (then .dirty). A local change is any change git status shows:
+# to a tracked file, staged or not, or a file git does not track and does
+# not ignore (a new source file is built into the binary as much as an
+# edited one is). So an untagged build sorts after the release it
 # follows, before the next one, and after every earlier untagged build, in
 # dpkg's order and in rpm's (deploy/release_test.go checks both).
 #
@@ -33,7 +36,12 @@ if ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then
 	echo "$base+src$(date -u +%Y%m%d%H%M%S)"
 	exit 0
 fi
-if git diff --quiet HEAD -- 2>/dev/null; then
+# A status git cannot give is no proof of a clean tree: stop.
+if ! changes=$(git status --porcelain --untracked-files=normal); then
+	echo "version.sh: git status failed; cannot tell whether the tree has local changes" >&2
+	exit 1
+fi
+if [ -z "$changes" ]; then
 	dirty=
 	when=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S)
 	if tag=$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); then

@@ -260,6 +260,9 @@ type hostLayout struct {
 	EnvFile     string // KEY=VALUE lines the unit loads (EnvironmentFile=): secrets, store, admin token
 	Store       string // the unit's HOOKONCE_STORE
 	AdminListen string // the unit's HOOKONCE_ADMIN_LISTEN
+	// AdminToken is the packaged unit's HOOKONCE_ADMIN_TOKEN_FILE: the
+	// token the package's install made (postinstall.sh), 0640 root:hookonce.
+	AdminToken string
 }
 
 // host is the installed layout; tests point it at a temporary directory.
@@ -270,6 +273,7 @@ var host = hostLayout{
 	// Not 9090, the binary's default: that is Prometheus's own port, and
 	// a shop that runs Prometheus on the same host would find it taken.
 	AdminListen: "127.0.0.1:8081",
+	AdminToken:  "/etc/hookonce/admin-token",
 }
 
 // localConfig is the config file an operator's command reads from the
@@ -426,15 +430,23 @@ func operatorAdmin(c *cli.Context) (string, error) {
 }
 
 // operatorAdminToken is the admin token for an operator's command: its
-// flags, else HOOKONCE_ADMIN_TOKEN or HOOKONCE_ADMIN_TOKEN_FILE from the
-// environment file (read after the flags were).
+// flags, else HOOKONCE_ADMIN_TOKEN or HOOKONCE_ADMIN_TOKEN_FILE (the
+// command's environment, then the environment file's, read after the
+// flags were), else the host's token file when the config in use is the
+// host's: the one the packaged unit gives serve. A host without that file
+// (the hand-installed unit) has no token; a file that is there but cannot
+// be read is an error, never "no token".
 func operatorAdminToken(c *cli.Context) (string, error) {
 	token, file := c.String("admin-token"), c.String("admin-token-file")
 	if token == "" && file == "" {
-		if _, err := operatorConfig(c); err != nil {
+		config, err := operatorConfig(c)
+		if err != nil {
 			return "", err
 		}
 		token, file = os.Getenv("HOOKONCE_ADMIN_TOKEN"), os.Getenv("HOOKONCE_ADMIN_TOKEN_FILE")
+		if token == "" && file == "" && isHostConfig(config) {
+			return hostAdminToken()
+		}
 	}
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -442,6 +454,28 @@ func operatorAdminToken(c *cli.Context) (string, error) {
 			return "", fmt.Errorf("--admin-token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
+	}
+	return token, nil
+}
+
+// hostAdminToken reads the host's admin token file: "" when there is none.
+func hostAdminToken() (string, error) {
+	b, err := os.ReadFile(host.AdminToken)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", fmt.Errorf("admin token file %s: permission denied (run the command as root or as a member of the group hookonce)", host.AdminToken)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("admin token file %s: %w", host.AdminToken, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("admin token file %s is empty (the service refuses to start with it so: write a token into it)", host.AdminToken)
 	}
 	return token, nil
 }

@@ -20,7 +20,7 @@ const hostSecret = "s3cret-from-the-env-file"
 // a test sets it with fakeHost.
 func init() {
 	host = hostLayout{Config: "/nonexistent/hookonce-test/hookonce.yaml", EnvFile: "/nonexistent/hookonce-test/env",
-		Store: "sqlite:/nonexistent/hookonce-test/hookonce.db", AdminListen: "127.0.0.1:1"}
+		Store: "sqlite:/nonexistent/hookonce-test/hookonce.db", AdminListen: "127.0.0.1:1", AdminToken: "/nonexistent/hookonce-test/admin-token"}
 }
 
 // hostConfigYAML names one sender whose secret only the environment file
@@ -44,6 +44,7 @@ func fakeHost(t *testing.T, config, env string) hostLayout {
 		EnvFile:     filepath.Join(dir, "etc", "env"),
 		Store:       "sqlite:" + filepath.Join(dir, "lib", "hookonce.db"),
 		AdminListen: "127.0.0.1:1",
+		AdminToken:  filepath.Join(dir, "etc", "admin-token"), // made by a test that wants one
 	}
 	for _, d := range []string{"etc", "lib"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
@@ -175,5 +176,113 @@ func TestHostAdminListener(t *testing.T) {
 	host.AdminListen = "127.0.0.1:1"
 	if _, errOut, code := hookonce(t, "health"); code != exitOK {
 		t.Fatalf("health on the env file's admin listener: exit %d %s", code, errOut)
+	}
+}
+
+// The packaged host's admin token (/etc/hookonce/admin-token, made at
+// install, given to serve by the unit): the operator's commands that call
+// the admin API find it and send it with no flag, against a real serve
+// whose admin listener refuses a request without it.
+func TestHostAdminToken(t *testing.T) {
+	h := fakeHost(t, hostConfigYAML, "HOST_TEST_SECRET="+hostSecret+"\n")
+	const token = "tok-made-at-install"
+	if err := os.WriteFile(h.AdminToken, []byte(token+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOST_TEST_SECRET", hostSecret) // serve's own environment, as the unit's env file gives it
+	s := startServe(t, "--config", h.Config, "--store", h.Store, "--admin-token-file", h.AdminToken)
+	addr := s.waitLog(t, "admin listener serving")["listen"].(string)
+	host.AdminListen = addr
+
+	resp, err := http.Get("http://" + addr + "/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/events without the token: %d, want 401", resp.StatusCode)
+	}
+
+	// As pasted on the host: the listener and the token found, no flags.
+	if out, errOut, code := hookonce(t, "redeliver", "--status", "unretried"); code != exitOK || out != "no unretried events\n" {
+		t.Fatalf("redeliver --status unretried with the host's token: exit %d %q %s", code, out, errOut)
+	}
+	if out, errOut, code := hookonce(t, "accept", "shop", "k1"); code == exitOK || strings.Contains(out+errOut, "Unauthorized") {
+		t.Errorf("accept with the host's token: exit %d %q %s; want a refusal of the key, not of the caller", code, out, errOut)
+	}
+	// Flags win over the file.
+	if _, errOut, code := hookonce(t, "redeliver", "--admin-token", "flag-token", "--status", "unretried"); code != exitRuntime || !strings.Contains(errOut, "Unauthorized") {
+		t.Errorf("redeliver --admin-token flag-token: exit %d %s, want 401 from serve", code, errOut)
+	}
+
+	// Another config than the host's: the host's token is not sent.
+	t.Run("LocalConfig", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		write(t, localConfig, hostConfigYAML)
+		_, errOut, code := hookonce(t, "redeliver", "--admin", "http://"+addr, "--status", "unretried")
+		if code != exitRuntime || !strings.Contains(errOut, "Unauthorized") {
+			t.Errorf("redeliver with ./hookonce.yaml: exit %d %s, want 401 (no token sent)", code, errOut)
+		}
+	})
+
+	// A host without the file (the hand-installed unit) has no token: the
+	// command asks without one, and this serve refuses it.
+	if err := os.Remove(h.AdminToken); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := hookonce(t, "redeliver", "--status", "unretried"); code != exitRuntime || !strings.Contains(errOut, "Unauthorized") {
+		t.Errorf("redeliver without the token file: exit %d %s, want 401 from serve", code, errOut)
+	}
+
+	// A file that is there but cannot be read is an error, not "no token".
+	unreadable := []struct {
+		name, want string
+		make       func()
+	}{
+		{"Directory", "admin token file", func() { _ = os.Mkdir(h.AdminToken, 0o750) }},
+		{"Empty", "is empty", func() { _ = os.WriteFile(h.AdminToken, nil, 0o640) }},
+	}
+	if os.Geteuid() != 0 {
+		unreadable = append(unreadable, struct {
+			name, want string
+			make       func()
+		}{"NoPermission", "run the command as root", func() { _ = os.WriteFile(h.AdminToken, []byte(token), 0o000) }})
+	}
+	for _, u := range unreadable {
+		t.Run(u.name, func(t *testing.T) {
+			u.make()
+			defer os.RemoveAll(h.AdminToken)
+			_, errOut, code := hookonce(t, "redeliver", "--status", "unretried")
+			if code != exitUsage || !strings.Contains(errOut, u.want) || strings.Contains(errOut, "Unauthorized") {
+				t.Errorf("redeliver with the token file %s: exit %d %s, want a usage error saying %q", u.name, code, errOut, u.want)
+			}
+		})
+	}
+
+	// The env file's HOOKONCE_ADMIN_TOKEN wins over the host's file.
+	if err := os.WriteFile(h.AdminToken, []byte(token), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	write(t, h.EnvFile, "HOST_TEST_SECRET="+hostSecret+"\nHOOKONCE_ADMIN_TOKEN=from-env-file\n")
+	if _, errOut, code := hookonce(t, "redeliver", "--status", "unretried"); code != exitRuntime || !strings.Contains(errOut, "Unauthorized") {
+		t.Errorf("redeliver with HOOKONCE_ADMIN_TOKEN in the env file: exit %d %s, want 401 (the env file's token sent)", code, errOut)
+	}
+}
+
+// probe --admin takes the admin token as redeliver finds it: on the host,
+// the host's file (here one that cannot be read, refused before any
+// delivery is sent).
+func TestProbeFindsHostAdminToken(t *testing.T) {
+	h := fakeHost(t, hostConfigYAML, "HOST_TEST_SECRET="+hostSecret+"\n")
+	if err := os.Mkdir(h.AdminToken, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("probe sent %s %s before it had the admin token", r.Method, r.URL)
+	}))
+	defer site.Close()
+	_, errOut, code := hookonce(t, "probe", "--target", site.URL+"/hook", "--sender", "shop", "--admin", site.URL)
+	if code != exitUsage || !strings.Contains(errOut, "admin token file "+h.AdminToken) {
+		t.Errorf("probe --admin with an unreadable host token file: exit %d %s", code, errOut)
 	}
 }

@@ -33,7 +33,8 @@ func probeCommand() *cli.Command {
 			&cli.StringFlag{Name: "scheme", Aliases: []string{"preset"}, EnvVars: []string{"HOOKONCE_SCHEME"}, Usage: "the sender's preset, sent and signed as that sender does: " +
 				strings.Join(probe.SchemeNames(), ", ") + " (hmac-sha256: hex in X-Signature); yookassa and woocommerce are refused (see docs/deployment.md)"},
 			&cli.StringFlag{Name: "admin", EnvVars: []string{"HOOKONCE_ADMIN"}, Usage: "admin listener base URL, e.g. http://127.0.0.1:9090"},
-			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API"},
+			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN"}, Usage: "bearer token for the admin API (prefer --admin-token-file; on an installed host the host's token is found)"},
+			&cli.StringFlag{Name: "admin-token-file", EnvVars: []string{"HOOKONCE_ADMIN_TOKEN_FILE"}, Usage: "file holding the admin token"},
 			&cli.IntFlag{Name: "parallel", Value: probe.DefaultParallel, EnvVars: []string{"HOOKONCE_PARALLEL"}, Usage: "parallel deliveries of one new id"},
 			&cli.StringFlag{Name: "prefix", Value: probe.DefaultPrefix, EnvVars: []string{"HOOKONCE_PREFIX"}, Usage: "test event key prefix"},
 			&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, EnvVars: []string{"HOOKONCE_TIMEOUT"}, Usage: "per request"},
@@ -48,6 +49,14 @@ func probeCommand() *cli.Command {
 				Secret: c.String("secret"), Scheme: c.String("scheme"),
 				Admin: c.String("admin"), AdminToken: c.String("admin-token"),
 				Parallel: c.Int("parallel"), Prefix: c.String("prefix"), Timeout: c.Duration("timeout"),
+			}
+			if cfg.Admin != "" {
+				// The token as redeliver finds it: flags, environment, the host's file.
+				token, err := operatorAdminToken(c)
+				if err != nil {
+					return cli.Exit("probe: "+err.Error(), exitUsage)
+				}
+				cfg.AdminToken = token
 			}
 			if cfg.Secret != "" && cfg.Scheme == "" {
 				return cli.Exit("probe: --secret needs --scheme (the sender's preset)", exitUsage)

@@ -2,8 +2,8 @@
 # hookonce package: after the files are removed (deb postrm: remove |
 # purge | upgrade …; rpm %postun: 0 on removal, 1 on upgrade).
 #
-# What stays, as Debian does it: a removal keeps /etc/hookonce (the config
-# and the operator's env file), /var/lib/hookonce (the SQLite store: the
+# What stays, as Debian does it: a removal keeps /etc/hookonce (the config,
+# the operator's env file and the admin token postinstall made), /var/lib/hookonce (the SQLite store: the
 # records of events already handled) and the unit's enablement; a purge
 # (dpkg -P, apt purge) deletes all three. rpm has no purge: its removal
 # keeps an edited config (as .rpmsave) and the database. The system user
@@ -14,7 +14,7 @@ set -e
 case "$1" in
 purge)
 	rm -rf /var/lib/hookonce
-	rm -f /etc/hookonce/env
+	rm -f /etc/hookonce/env /etc/hookonce/admin-token
 	rmdir /etc/hookonce 2>/dev/null || true
 	# systemctl disable needs the unit file, which is gone: remove the link.
 	rm -f /etc/systemd/system/multi-user.target.wants/hookonce.service
