@@ -53,7 +53,16 @@ func (d *delivery) claimLoop() {
 				// An operator accepted this payload already: it is the
 				// accepted copy's event, answered from its record (or, if
 				// the copy never ran, claimed there): never a new conflict.
-				if c, ok := d.acceptedCopy(); ok {
+				c, ok, err := d.acceptedCopy()
+				if err != nil {
+					// Unreadable is not "not accepted": ask for a retry.
+					// Never forwarded, whatever on_store_error says: the
+					// payload is a changed one.
+					d.done(OutcomeStoreError, http.StatusServiceUnavailable, append(attrs, "err", err.Error())...)
+					answerStoreDown(w)
+					return
+				}
+				if ok {
 					accepted = true
 					d.key = c.AcceptedKey()
 					d.log.Info("changed payload accepted by an operator: answered as its accepted copy",
@@ -163,22 +172,20 @@ func (d *delivery) storeDown(err error) {
 
 // acceptedCopy reads, on the conflict path only, whether an operator
 // accepted this delivery's payload under its key (Store.AcceptedConflict).
-// A store error is logged and read as "not accepted": the delivery is
-// then judged as the conflict it is (refused, or answered as a
-// duplicate), never forwarded.
-func (d *delivery) acceptedCopy() (dedupe.Conflict, bool) {
+// A store error is answered as such (err), never read as "not accepted".
+func (d *delivery) acceptedCopy() (dedupe.Conflict, bool, error) {
 	var c dedupe.Conflict
 	err := d.p.storeCall(d.r, d.s, "accepted_conflict", func(ctx context.Context) (err error) {
 		c, err = d.p.store.AcceptedConflict(ctx, d.s.Name, d.key, d.hash)
 		return err
 	})
-	if err != nil {
-		if !errors.Is(err, dedupe.ErrNotFound) {
-			d.log.Warn("accepted payloads not read: judged as a changed payload", "key", d.key, "err", err)
-		}
-		return c, false
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		return c, false, nil
+	case err != nil:
+		return c, false, err
 	}
-	return c, true
+	return c, true, nil
 }
 
 // recordConflict records a delivery refused (or, in shadow mode, that
