@@ -86,7 +86,16 @@ func TestReleaseButton(t *testing.T) {
 	token := page[i+len(`name="csrf" value="`):]
 	token = token[:strings.IndexByte(token, '"')]
 
-	post := func(form url.Values) int { return postForm(t, f.srv.URL+"/ui/release/shop/amb-2", jar, form) }
+	// As the page's form posts: a fixed path, the event in the body.
+	if !strings.Contains(page, `<form method="post" action="/ui/release" id="release">`) ||
+		!strings.Contains(page, `<input type="hidden" name="key" value="amb-2">`) {
+		t.Fatalf("release form does not post the key in its body:\n%s", page)
+	}
+	post := func(form url.Values) int {
+		form.Set("sender", "shop")
+		form.Set("key", "amb-2")
+		return postForm(t, f.srv.URL+"/ui/release", jar, form)
+	}
 	if got := post(url.Values{}); got != http.StatusForbidden {
 		t.Fatalf("no CSRF token: %d, want 403", got)
 	}

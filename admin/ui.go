@@ -75,6 +75,13 @@ func (h *Handler) routeUI() {
 	h.mux.Handle("GET /ui/events/{sender}/{key...}", h.uiAuth(h.uiEvent))
 	h.mux.Handle("GET /ui/conflicts", h.uiAuth(h.uiConflicts))
 	h.mux.Handle("GET /ui/overview", h.uiAuth(h.uiOverview))
+	// The page's forms carry the sender and the key in their bodies, never
+	// in the action's path, where a key such as ../../release/shop/o1
+	// would make the browser post to another operation. The path forms
+	// stay for links and scripts that escape their parts.
+	h.mux.Handle("POST /ui/redeliver", h.uiAuth(h.uiRedeliver))
+	h.mux.Handle("POST /ui/release", h.uiAuth(h.uiRelease))
+	h.mux.Handle("POST /ui/accept", h.uiAuth(h.uiAccept))
 	h.mux.Handle("POST /ui/redeliver/{sender}/{key...}", h.uiAuth(h.uiRedeliver))
 	h.mux.Handle("POST /ui/release/{sender}/{key...}", h.uiAuth(h.uiRelease))
 	h.mux.Handle("POST /ui/accept/{sender}/{key...}", h.uiAuth(h.uiAccept))
@@ -103,13 +110,31 @@ func (h *Handler) validCSRF(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// formTarget is the event a page's form acts on: the sender and key of
+// its body (the page's forms), else of its path (escaped by whoever
+// built it). A form without them is answered 400.
+func (h *Handler) formTarget(w http.ResponseWriter, r *http.Request) (sender, key string, ok bool) {
+	sender, key = r.PathValue("sender"), r.PathValue("key")
+	if sender == "" && key == "" {
+		sender, key = r.PostFormValue("sender"), r.PostFormValue("key")
+	}
+	if sender == "" || key == "" {
+		h.render(w, http.StatusBadRequest, "error.html", errorPage{Title: "Refused", Message: "The form names no sender and key: reload the page and try again."})
+		return "", "", false
+	}
+	return sender, key, true
+}
+
 // uiRelease frees a held event for an operator on the event's page, as
 // hookonce release does: the record stays, released, with its history.
 func (h *Handler) uiRelease(w http.ResponseWriter, r *http.Request) {
 	if !h.validCSRF(w, r) {
 		return
 	}
-	sender, key := r.PathValue("sender"), r.PathValue("key")
+	sender, key, ok := h.formTarget(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
 	was, err := h.release(ctx, sender, key)
@@ -127,7 +152,10 @@ func (h *Handler) uiRedeliver(w http.ResponseWriter, r *http.Request) {
 	if !h.validCSRF(w, r) {
 		return
 	}
-	sender, key := r.PathValue("sender"), r.PathValue("key")
+	sender, key, ok := h.formTarget(w, r)
+	if !ok {
+		return
+	}
 	if h.o.Redeliver == nil {
 		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available", Message: "Redelivery needs the admin listener of hookonce serve."})
 		return
@@ -157,7 +185,10 @@ func (h *Handler) uiAccept(w http.ResponseWriter, r *http.Request) {
 	if !h.validCSRF(w, r) {
 		return
 	}
-	sender, key := r.PathValue("sender"), r.PathValue("key")
+	sender, key, ok := h.formTarget(w, r)
+	if !ok {
+		return
+	}
 	if h.o.Accept == nil {
 		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available", Message: "Accepting a conflict needs the admin listener of hookonce serve."})
 		return

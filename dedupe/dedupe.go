@@ -216,6 +216,12 @@ type Conflict struct {
 	Request       *StoredRequest
 	Body          []byte
 	BodyTruncated bool
+	// AnsweredDuplicate: the delivery was not refused but answered with
+	// the stored original's answer (the sender's changed_payload:
+	// duplicate), so its payload never reached the site. It is recorded
+	// all the same, so that what differed is listed and the operator can
+	// accept it (once) like a refused one.
+	AnsweredDuplicate bool
 	// AcceptedAt and AcceptedBy say when and by whom an operator accepted
 	// the conflict (AcceptConflict); zero until then.
 	AcceptedAt time.Time
@@ -248,7 +254,7 @@ func AcceptedKey(key, id string) string { return key + ":accepted-" + id }
 func (c Conflict) Acceptable() error {
 	switch {
 	case c.Accepted():
-		return fmt.Errorf("%w (at %s by %s)", ErrAccepted, c.AcceptedAt.UTC().Format(time.RFC3339), c.AcceptedBy)
+		return fmt.Errorf("%w (conflict %s, at %s by %s)", ErrAccepted, c.ID, c.AcceptedAt.UTC().Format(time.RFC3339), c.AcceptedBy)
 	case c.Shadow:
 		return fmt.Errorf("%w: recorded in shadow mode, where the site received this payload already", ErrNotAcceptable)
 	case c.Request == nil || c.Body == nil:
@@ -257,6 +263,15 @@ func (c Conflict) Acceptable() error {
 		return fmt.Errorf("%w: the refused body was longer than max_stored_body and was kept cut short", ErrNotAcceptable)
 	}
 	return nil
+}
+
+// PayloadAccepted is the error AcceptConflict answers, with first, when
+// another conflict of the key with the same payload (ReceivedHash) was
+// accepted already: a payload goes to the site once, however many of its
+// deliveries were recorded. It names the first acceptance.
+func PayloadAccepted(first Conflict) error {
+	return fmt.Errorf("%w: this payload was accepted as conflict %s at %s by %s, and runs as %s",
+		ErrAccepted, first.ID, first.AcceptedAt.UTC().Format(time.RFC3339), first.AcceptedBy, first.AcceptedKey())
 }
 
 // ClaimRequest asks for the claim on one event.
@@ -477,6 +492,14 @@ type Reader interface {
 	// Conflicts returns recorded conflicts, newest first (State is ignored).
 	Conflicts(ctx context.Context, f ListFilter) ([]Conflict, error)
 
+	// AcceptedConflict returns the accepted conflict of (sender, key)
+	// whose refused payload has the hash hash (Conflict.ReceivedHash), or
+	// ErrNotFound when none was accepted. AcceptConflict keeps it to at
+	// most one per payload. The proxy reads it only when a claim conflicts,
+	// so that a retry of an accepted payload is answered from the accepted
+	// copy's record (Conflict.AcceptedKey), never refused again.
+	AcceptedConflict(ctx context.Context, sender, key, hash string) (Conflict, error)
+
 	// Ping reports whether the store is reachable and migrated. It writes
 	// nothing.
 	Ping(ctx context.Context) error
@@ -548,7 +571,11 @@ type Store interface {
 	// the conflict as now marked. ErrNotFound when there is no such
 	// conflict; ErrAccepted, with the conflict as it stands, when it was
 	// accepted already (by this call's rival too: of any number of
-	// concurrent calls exactly one succeeds); ErrNotAcceptable, with the
+	// concurrent calls exactly one succeeds); ErrAccepted too, with the
+	// conflict that was accepted (PayloadAccepted), when another conflict
+	// of the key with the same ReceivedHash was accepted already (of
+	// concurrent accepts of two such conflicts exactly one succeeds);
+	// ErrNotAcceptable, with the
 	// conflict, when its payload was not kept whole or it was recorded in
 	// shadow mode (Conflict.Acceptable). Nothing is written on an error.
 	AcceptConflict(ctx context.Context, sender, key, id, by string) (Conflict, error)

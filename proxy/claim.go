@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -16,7 +17,8 @@ import (
 func (d *delivery) claimLoop() {
 	s, w := d.s, d.w
 	deadline := time.Now().Add(s.WaitTimeout)
-	rekeyed := false // changed_payload: new_event extends the key once
+	rekeyed := false  // changed_payload: new_event extends the key once
+	accepted := false // moved to an accepted copy's key once
 	for {
 		d.owner = newOwner()
 		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
@@ -44,8 +46,30 @@ func (d *delivery) claimLoop() {
 		}
 		// Row 7: what a changed payload means for this sender.
 		var attrs []any
+		answeredDup := false
 		if res.Outcome == dedupe.Conflicting {
 			attrs = []any{"stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash}
+			if !accepted && !rekeyed && s.ChangedPayload != contract.ChangedNewEvent && !s.Shadow() {
+				// An operator accepted this payload already: it is the
+				// accepted copy's event, answered from its record (or, if
+				// the copy never ran, claimed there): never a new conflict.
+				c, ok, err := d.acceptedCopy()
+				if err != nil {
+					// Unreadable is not "not accepted": ask for a retry.
+					// Never forwarded, whatever on_store_error says: the
+					// payload is a changed one.
+					d.done(OutcomeStoreError, http.StatusServiceUnavailable, append(attrs, "err", err.Error())...)
+					answerStoreDown(w)
+					return
+				}
+				if ok {
+					accepted = true
+					d.key = c.AcceptedKey()
+					d.log.Info("changed payload accepted by an operator: answered as its accepted copy",
+						append(attrs, "key", d.key, "conflict", c.ID, "accepted_by", c.AcceptedBy)...)
+					continue
+				}
+			}
 			changed := judgeChanged(s, res)
 			if changed.rekey && !rekeyed {
 				rekeyed = true
@@ -56,6 +80,7 @@ func (d *delivery) claimLoop() {
 			}
 			if changed.res.Outcome != res.Outcome {
 				attrs = append(attrs, "changed_payload", s.ChangedPayload)
+				answeredDup = true
 			}
 			res = changed.res
 		}
@@ -65,7 +90,13 @@ func (d *delivery) claimLoop() {
 			attrs = []any{"state", "unknown"}
 		}
 		if dec.record {
-			d.recordConflict(res.Record)
+			d.recordConflict(res.Record, false)
+		}
+		if answeredDup && (dec.act == actReplay || dec.act == actPlain) {
+			// Answered from another payload's stored answer: nothing is
+			// swallowed without a trace. Recorded like a conflict (what
+			// differed), marked as answered, so the operator can accept it.
+			d.recordConflict(res.Record, true)
 		}
 		switch dec.act {
 		case actForward:
@@ -139,18 +170,37 @@ func (d *delivery) storeDown(err error) {
 	answerStoreDown(d.w)
 }
 
+// acceptedCopy reads, on the conflict path only, whether an operator
+// accepted this delivery's payload under its key (Store.AcceptedConflict).
+// A store error is answered as such (err), never read as "not accepted".
+func (d *delivery) acceptedCopy() (dedupe.Conflict, bool, error) {
+	var c dedupe.Conflict
+	err := d.p.storeCall(d.r, d.s, "accepted_conflict", func(ctx context.Context) (err error) {
+		c, err = d.p.store.AcceptedConflict(ctx, d.s.Name, d.key, d.hash)
+		return err
+	})
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		return c, false, nil
+	case err != nil:
+		return c, false, err
+	}
+	return c, true, nil
+}
+
 // recordConflict records a delivery refused (or, in shadow mode, that
-// would be refused) as a conflict with stored. With store_request_body the
+// would be refused) as a conflict with stored; answeredDup marks one
+// answered with stored's answer instead (changed_payload: duplicate). With store_request_body the
 // refused request is kept beside it, as a claim keeps its request (the
 // headers whole: the site may check a signature when an operator accepts
 // it), its body at most max_stored_body bytes; and what changed against
 // the kept original: JSON paths, or form field names as PHP reads them.
 // Without store_request_body nothing of the payload is kept, and the
 // conflict cannot be accepted.
-func (d *delivery) recordConflict(stored dedupe.Record) {
+func (d *delivery) recordConflict(stored dedupe.Record, answeredDup bool) {
 	c := dedupe.Conflict{
 		Sender: d.s.Name, Key: d.key, StoredHash: stored.PayloadHash, ReceivedHash: d.hash,
-		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL), Shadow: d.s.Shadow(),
+		ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(d.s.TTL), Shadow: d.s.Shadow(), AnsweredDuplicate: answeredDup,
 	}
 	if d.s.StoreRequestBody {
 		c.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}

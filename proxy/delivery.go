@@ -172,6 +172,7 @@ func (d *delivery) serve() {
 				// Shadow never refuses: hand on what was read and the rest.
 				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 				d.done(OutcomeTooLarge, 0)
+				d.dropKeyHeaders(r.Header)
 				d.p.pass.ServeHTTP(w, r)
 				return
 			}
@@ -268,6 +269,7 @@ func (d *delivery) unmatched(body []byte, why string) {
 		if body != nil {
 			d.forwardPlain()
 		} else {
+			d.dropKeyHeaders(d.r.Header)
 			d.p.pass.ServeHTTP(d.w, d.r)
 		}
 		return

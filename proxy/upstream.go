@@ -200,6 +200,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, keepIdle time.Dur
 			}
 			pr.Out.Header.Del("Expect")
 			if c, ok := pr.Out.Context().Value(captureKey{}).(*capture); ok && c.keyHeader != "" {
+				dropKeyHeader(pr.Out.Header, c.keyHeader) // a client's, under any spelling
 				pr.Out.Header.Set(c.keyHeader, c.keyValue)
 			}
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,5 +245,112 @@ func testKeyPart(t *testing.T, s dedupe.Store, sender string) {
 	cs := mustConflicts(t, s, dedupe.ListFilter{Sender: sender, KeyPart: "8742591"})
 	if len(cs) != 1 || cs[0].Key != "8742591:CONFIRMED" {
 		t.Fatalf("Conflicts key part 8742591 = %+v", cs)
+	}
+}
+
+// A payload is accepted once per key: AcceptedConflict finds the accepted
+// conflict of a key by its payload hash (ErrNotFound before, and for
+// another payload or key); accepting another conflict of the key with
+// the same payload is refused with ErrAccepted and the first acceptance
+// (its id, who, when), and marks nothing; another payload of the key, and
+// the same payload under another key, are accepted on their own. Of
+// concurrent accepts of two conflicts with one payload exactly one
+// succeeds. A conflict answered as a duplicate (changed_payload:
+// duplicate) reads back as such and is accepted like a refused one.
+func testAcceptOncePerPayload(t *testing.T, s dedupe.Store, sender string) {
+	ctx := ctxT(t)
+	if _, err := s.AcceptedConflict(ctx, sender, "pay", "h2"); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Fatalf("AcceptedConflict before any: %v, want ErrNotFound", err)
+	}
+	dup := keptConflict(sender, "pay", "h2", []byte(`{"amount":2}`))
+	dup.AnsweredDuplicate = true
+	mustRecordConflict(t, s, dup)
+	time.Sleep(5 * time.Millisecond)
+	mustRecordConflict(t, s, keptConflict(sender, "pay", "h2", []byte(`{"amount":2}`)))
+	time.Sleep(5 * time.Millisecond)
+	mustRecordConflict(t, s, keptConflict(sender, "pay", "h3", []byte(`{"amount":3}`)))
+	mustRecordConflict(t, s, keptConflict(sender, "pay-other", "h2", []byte(`{"amount":2}`)))
+	cs := mustConflicts(t, s, dedupe.ListFilter{Sender: sender, Key: "pay"})
+	if len(cs) != 3 || !cs[2].AnsweredDuplicate || cs[1].AnsweredDuplicate || cs[0].AnsweredDuplicate {
+		t.Fatalf("conflicts of pay = %+v, want 3, the oldest answered as a duplicate", cs)
+	}
+	first, second, other := cs[2], cs[1], cs[0]
+
+	got, err := s.AcceptConflict(ctx, sender, "pay", first.ID, "alice")
+	if err != nil || got.ID != first.ID || !got.AnsweredDuplicate || got.AcceptedBy != "alice" {
+		t.Fatalf("accept of the duplicate-answered conflict = %+v, %v", got, err)
+	}
+	acc, err := s.AcceptedConflict(ctx, sender, "pay", "h2")
+	if err != nil || acc.ID != first.ID || acc.AcceptedBy != "alice" || acc.AcceptedAt.IsZero() || string(acc.Body) != `{"amount":2}` {
+		t.Fatalf("AcceptedConflict(h2) = %+v, %v; want conflict %s accepted by alice", acc, err, first.ID)
+	}
+	for _, q := range [][2]string{{"pay", "h3"}, {"pay-other", "h2"}, {"pay", "h9"}} {
+		if _, err := s.AcceptedConflict(ctx, sender, q[0], q[1]); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatalf("AcceptedConflict(%s, %s): %v, want ErrNotFound", q[0], q[1], err)
+		}
+	}
+	again, err := s.AcceptConflict(ctx, sender, "pay", second.ID, "bob")
+	if !errors.Is(err, dedupe.ErrAccepted) || again.ID != first.ID || again.AcceptedBy != "alice" {
+		t.Fatalf("accept of a second conflict with the same payload = %+v, %v; want ErrAccepted naming conflict %s by alice", again, err, first.ID)
+	}
+	if !strings.Contains(err.Error(), first.ID) || !strings.Contains(err.Error(), "alice") {
+		t.Fatalf("refusal %q does not name the first acceptance (conflict %s, alice)", err, first.ID)
+	}
+	// The newest of the key has another payload: accepted on its own.
+	if c, err := s.AcceptConflict(ctx, sender, "pay", "", "bob"); err != nil || c.ID != other.ID {
+		t.Fatalf("accept of another payload of the key = %+v, %v", c, err)
+	}
+	if c, err := s.AcceptConflict(ctx, sender, "pay-other", "", "bob"); err != nil {
+		t.Fatalf("accept of the same payload under another key = %+v, %v", c, err)
+	}
+	after := mustConflicts(t, s, dedupe.ListFilter{Sender: sender, Key: "pay"})
+	if len(after) != 3 || !after[2].Accepted() || after[1].Accepted() || !after[0].Accepted() {
+		t.Fatalf("after the accepts: %+v; want the second h2 conflict unaccepted", after)
+	}
+
+	// Two conflicts with one payload, accepted concurrently: one winner.
+	for i := 0; i < 2; i++ {
+		mustRecordConflict(t, s, keptConflict(sender, "twin", "h7", []byte(`{"amount":7}`)))
+		time.Sleep(3 * time.Millisecond)
+	}
+	twins := mustConflicts(t, s, dedupe.ListFilter{Sender: sender, Key: "twin"})
+	if len(twins) != 2 {
+		t.Fatalf("twins = %+v", twins)
+	}
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		won, lost  int
+		unexpected []error
+	)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := s.AcceptConflict(ctx, sender, "twin", twins[i%2].ID, fmt.Sprintf("op-%d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, dedupe.ErrAccepted):
+				lost++
+			default:
+				unexpected = append(unexpected, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if won != 1 || lost != 7 || len(unexpected) > 0 {
+		t.Fatalf("8 concurrent accepts of two conflicts with one payload: %d won, %d refused, errors %v; want 1 and 7", won, lost, unexpected)
+	}
+	n := 0
+	for _, c := range mustConflicts(t, s, dedupe.ListFilter{Sender: sender, Key: "twin"}) {
+		if c.Accepted() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d of two conflicts with one payload accepted, want 1", n)
 	}
 }

@@ -146,6 +146,7 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"ParallelTakeoverOneWinner", testParallelTakeoverOneWinner},
 		{"ConflictPayloadKept", testConflictPayloadKept},
 		{"AcceptConflictOnce", testAcceptConflictOnce},
+		{"AcceptOncePerPayload", testAcceptOncePerPayload},
 		{"KeyPart", testKeyPart},
 	}
 	for i, tt := range tests {

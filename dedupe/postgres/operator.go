@@ -19,10 +19,13 @@ import (
 const newestConflict = `(SELECT id FROM hookonce_conflicts WHERE sender = $1 AND key = $2 AND ($3::bigint = 0 OR id = $3)
 	ORDER BY id DESC LIMIT 1)`
 
-// AcceptConflict implements dedupe.Store: one UPDATE marks the conflict if
-// it is acceptable and not yet accepted. Of two concurrent UPDATEs the
-// second waits for the first's row lock and then finds accepted_at set, so
-// it changes nothing; a read then says why.
+// AcceptConflict implements dedupe.Store: one transaction locks the
+// key's conflicts (in id order, so rivals queue in one order), reads the
+// one meant, refuses it when it is not acceptable or when another
+// conflict of the key with the same payload was accepted already, and
+// marks it. A concurrent accept of any conflict of the key waits for the
+// locks and then reads what this one committed: of two accepts of one
+// conflict, or of two conflicts with one payload, exactly one succeeds.
 func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) (dedupe.Conflict, error) {
 	op := "accept conflict " + sender + "/" + key
 	var n int64
@@ -33,36 +36,68 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		}
 		n = v
 	}
+	var c dedupe.Conflict
+	var refused error
 	// Confirmed like the delivery's writes (trap 35): an acceptance the
 	// standby may not have is not reported as made.
-	var c dedupe.Conflict
-	err := s.confirmed(ctx, func(q querier) (err error) {
-		c, err = scanConflict(q.QueryRow(ctx, `
-		UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $4
-		WHERE id = `+newestConflict+` AND accepted_at IS NULL AND NOT shadow AND NOT body_truncated
-			AND request_head IS NOT NULL AND request_body IS NOT NULL
-		RETURNING `+conflictCols, sender, key, n, by))
-		return err
+	err := s.confirmed(ctx, func(q querier) error {
+		tx, err := q.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // after Commit: a no-op
+		if _, err := tx.Exec(ctx, `SELECT id FROM hookonce_conflicts WHERE sender = $1 AND key = $2 ORDER BY id FOR UPDATE`,
+			sender, key); err != nil {
+			return err
+		}
+		if c, err = scanConflict(tx.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict,
+			sender, key, n)); err != nil {
+			return err
+		}
+		if refused = c.Acceptable(); refused != nil {
+			return nil
+		}
+		first, err := scanConflict(tx.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts
+			WHERE sender = $1 AND key = $2 AND received_hash = $3 AND accepted_at IS NOT NULL ORDER BY accepted_at, id LIMIT 1`,
+			sender, key, c.ReceivedHash))
+		if err == nil {
+			c, refused = first, dedupe.PayloadAccepted(first)
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if c, err = scanConflict(tx.QueryRow(ctx, `
+			UPDATE hookonce_conflicts SET accepted_at = clock_timestamp(), accepted_by = $2
+			WHERE id = $1 RETURNING `+conflictCols, c.ID, by)); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
 	})
-	if err == nil {
-		return c, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return dedupe.Conflict{}, fail(op, err)
-	}
-	c, err = scanConflict(s.db.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts WHERE id = `+newestConflict, sender, key, n))
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return dedupe.Conflict{}, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
+	case err != nil:
+		return dedupe.Conflict{}, fail(op, err)
+	case refused != nil:
+		return c, fmt.Errorf("postgres %s: %w", op, refused)
+	}
+	return c, nil
+}
+
+// AcceptedConflict implements dedupe.Reader, by hookonce_conflicts_key.
+func (s *Store) AcceptedConflict(ctx context.Context, sender, key, hash string) (dedupe.Conflict, error) {
+	op := "accepted conflict " + sender + "/" + key
+	c, err := scanConflict(s.db.QueryRow(ctx, `SELECT `+conflictCols+` FROM hookonce_conflicts
+		WHERE sender = $1 AND key = $2 AND received_hash = $3 AND accepted_at IS NOT NULL ORDER BY accepted_at, id LIMIT 1`,
+		sender, key, hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("postgres %s: %w", op, dedupe.ErrNotFound)
 	}
 	if err != nil {
-		return dedupe.Conflict{}, fail(op, err)
+		return c, fail(op, err)
 	}
-	if err := c.Acceptable(); err != nil {
-		return c, fmt.Errorf("postgres %s: %w", op, err)
-	}
-	// A newer conflict arrived between the two statements: say so rather
-	// than mark one the operator did not see.
-	return c, fmt.Errorf("postgres %s: a newer conflict arrived meanwhile; run accept again: %w", op, dedupe.ErrNotFound)
+	return c, nil
 }
 
 // Free implements dedupe.Store: one statement, which locks the row, reads

@@ -111,6 +111,9 @@ func (p twoPools) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 func (p twoPools) AcceptConflict(ctx context.Context, s, k, id, by string) (dedupe.Conflict, error) {
 	return p.pick().AcceptConflict(ctx, s, k, id, by)
 }
+func (p twoPools) AcceptedConflict(ctx context.Context, s, k, h string) (dedupe.Conflict, error) {
+	return p.pick().AcceptedConflict(ctx, s, k, h)
+}
 func (p twoPools) AddHits(ctx context.Context, h []dedupe.Hit) error { return p.pick().AddHits(ctx, h) }
 func (p twoPools) Free(ctx context.Context, s, k string, a dedupe.Attempt) (dedupe.State, error) {
 	return p.pick().Free(ctx, s, k, a)

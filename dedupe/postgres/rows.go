@@ -140,7 +140,7 @@ func optTime(t time.Time) *time.Time {
 }
 
 const conflictCols = `id, sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
-	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, coalesce(accepted_by, '')`
+	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, coalesce(accepted_by, ''), answered_duplicate`
 
 func scanConflict(row pgx.Row) (dedupe.Conflict, error) {
 	var (
@@ -150,7 +150,7 @@ func scanConflict(row pgx.Row) (dedupe.Conflict, error) {
 		accepted   *time.Time
 	)
 	if err := row.Scan(&id, &c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &c.ReceivedAt, &c.ChangedPaths, &c.ExpiresAt,
-		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &accepted, &c.AcceptedBy); err != nil {
+		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &accepted, &c.AcceptedBy, &c.AnsweredDuplicate); err != nil {
 		return c, err
 	}
 	c.ID = strconv.FormatInt(id, 10)

@@ -169,11 +169,11 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	}
 	_, err = s.db.Exec(ctx, `
 		INSERT INTO hookonce_conflicts (sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
-			diff_kind, shadow, request_head, request_body, body_truncated)
-		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours'), $8, $9, $10, $11, $12
+			diff_kind, shadow, request_head, request_body, body_truncated, answered_duplicate)
+		SELECT $1, $2, $3, $4, n.t, $6, COALESCE($7::timestamptz, n.t + interval '72 hours'), $8, $9, $10, $11, $12, $13
 		FROM (SELECT COALESCE($5::timestamptz, clock_timestamp()) AS t) n`,
 		c.Sender, c.Key, c.StoredHash, c.ReceivedHash, optTime(c.ReceivedAt), c.ChangedPaths, optTime(c.ExpiresAt),
-		c.DiffKind, c.Shadow, head, body, c.BodyTruncated)
+		c.DiffKind, c.Shadow, head, body, c.BodyTruncated, c.AnsweredDuplicate)
 	if err != nil {
 		return fail(op, err)
 	}

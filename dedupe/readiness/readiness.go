@@ -415,8 +415,8 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 	}
 }
 
-// readConflicts reads the sender's conflicts since from and counts the
-// fields they changed.
+// readConflicts reads the sender's conflicts since from (the refused
+// ones) and counts the fields they changed.
 func (a *tally) readConflicts(ctx context.Context, store dedupe.Reader, sender string, from time.Time, limit int) error {
 	cs, err := store.Conflicts(ctx, dedupe.ListFilter{Sender: sender, Limit: limit})
 	if err != nil {
@@ -424,7 +424,9 @@ func (a *tally) readConflicts(ctx context.Context, store dedupe.Reader, sender s
 	}
 	a.changedKeys, a.changedIn, a.example = map[string]map[string]bool{}, map[string]int64{}, map[string]string{}
 	for _, c := range cs {
-		if c.ReceivedAt.Before(from) {
+		if c.ReceivedAt.Before(from) || c.AnsweredDuplicate {
+			// A payload answered as a duplicate (changed_payload:
+			// duplicate) was not refused: not one of the 422s judged here.
 			continue
 		}
 		a.r.ChangedRead++

@@ -108,7 +108,8 @@ func TestVerdicts(t *testing.T) {
 
 // A changed field whose name does not mark a resend, in some repeats only,
 // belongs in the key; one in every repeat, in ignore; conflicts that name
-// no field ask for store_request_body.
+// no field ask for store_request_body; a payload answered as a duplicate
+// is not counted.
 func TestChangedFields(t *testing.T) {
 	s := store(t, count("shop", "processed", 200, 30), count("shop", "would_duplicate", 0, 4), count("shop", "would_conflict", 0, 2),
 		count("bare", "processed", 200, 30), count("bare", "would_conflict", 0, 1))
@@ -117,6 +118,8 @@ func TestChangedFields(t *testing.T) {
 		{Sender: "shop", Key: "o1", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"refundedAmount"}},
 		{Sender: "shop", Key: "o2", StoredHash: "a", ReceivedHash: "c", ChangedPaths: []string{"meta.sent_at", "refundedAmount"}},
 		{Sender: "bare", Key: "x", StoredHash: "a", ReceivedHash: "b"},
+		// Answered as a duplicate, not refused: not one of the 422s.
+		{Sender: "shop", Key: "o3", StoredHash: "a", ReceivedHash: "d", ChangedPaths: []string{"note"}, AnsweredDuplicate: true},
 	} {
 		c.ReceivedAt, c.ExpiresAt = now, now.Add(time.Hour)
 		if err := s.RecordConflict(ctx, c); err != nil {
@@ -127,7 +130,7 @@ func TestChangedFields(t *testing.T) {
 		readiness.Sender{Name: "bare", Path: "/p", Signed: true})
 	shop, bare := rep.Senders[1], rep.Senders[0]
 	if len(shop.ChangedFields) != 2 || shop.ChangedFields[0].Field != "refundedAmount" || shop.ChangedFields[0].Suggest != "key" ||
-		shop.ChangedFields[0].Keys != 2 || shop.ChangedFields[1].Suggest != "ignore" {
+		shop.ChangedFields[0].Keys != 2 || shop.ChangedFields[1].Suggest != "ignore" || shop.ChangedRead != 2 {
 		t.Errorf("shop changed fields: %+v", shop.ChangedFields)
 	}
 	if !has(shop.Problems, "add `refundedAmount` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {

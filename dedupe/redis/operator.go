@@ -88,14 +88,81 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 	if err := c.Acceptable(); err != nil {
 		return c, fmt.Errorf("redis %s: %w", op, err)
 	}
-	res, err := acceptScript.Run(ctx, s.client, []string{acceptedHash(sender)}, c.ID, by, c.ExpiresAt.UnixMilli()).Slice()
+	res, err := acceptScript.Run(ctx, s.client, []string{acceptedHash(sender)}, c.ID, by, c.ExpiresAt.UnixMilli(),
+		payloadField(key, c.ReceivedHash)).Slice()
 	if err != nil || len(res) != 2 {
 		return dedupe.Conflict{}, unavailable(op, fmt.Errorf("accept script: %v %w", res, err))
 	}
 	v, _ := res[1].(string)
+	switch won, _ := res[0].(int64); won {
+	case 1:
+		setAccepted(&c, v)
+		return c, nil
+	case 2: // another conflict with this payload was accepted: v is its id
+		first, ferr := s.conflictByID(ctx, sender, key, v, now)
+		if ferr != nil {
+			return dedupe.Conflict{}, unavailable(op, ferr)
+		}
+		if first.Accepted() {
+			return first, fmt.Errorf("redis %s: %w", op, dedupe.PayloadAccepted(first))
+		}
+		return c, fmt.Errorf("redis %s: this payload was accepted as conflict %s: %w", op, v, dedupe.ErrAccepted)
+	}
 	setAccepted(&c, v)
-	if won, _ := res[0].(int64); won != 1 {
-		return c, fmt.Errorf("redis %s: %w", op, c.Acceptable())
+	return c, fmt.Errorf("redis %s: %w", op, c.Acceptable())
+}
+
+// payloadField is the field of the sender's accepted hash that names the
+// accepted conflict of key whose payload has hash (accept.lua). A hash is
+// 64 hex digits, so the field is unambiguous whatever the key holds.
+func payloadField(key, hash string) string { return "p:" + hash + ":" + key }
+
+// conflictByID reads one conflict of key by its stream id, with its
+// acceptance; a zero Conflict when it is gone (purged, or another key's).
+func (s *Store) conflictByID(ctx context.Context, sender, key, id string, now time.Time) (dedupe.Conflict, error) {
+	msgs, err := s.client.XRangeN(ctx, conflictStream(sender), id, id, 1).Result()
+	if err != nil && !strings.Contains(err.Error(), "Invalid stream ID") {
+		return dedupe.Conflict{}, err
+	}
+	var found []streamConflict
+	for _, m := range msgs {
+		if sc := conflictFromEntry(sender, m, now); !sc.exp && sc.c.Key == key {
+			found = append(found, sc)
+		}
+	}
+	if len(found) == 0 {
+		return dedupe.Conflict{}, nil
+	}
+	if err := s.fillAccepted(ctx, sender, found); err != nil {
+		return dedupe.Conflict{}, err
+	}
+	return found[0].c, nil
+}
+
+// AcceptedConflict implements dedupe.Reader: the payload field of the
+// sender's accepted hash names the conflict, read from the stream.
+func (s *Store) AcceptedConflict(ctx context.Context, sender, key, hash string) (dedupe.Conflict, error) {
+	op := fmt.Sprintf("accepted conflict %s/%s", sender, key)
+	if err := ctx.Err(); err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	id, err := s.client.HGet(ctx, acceptedHash(sender), payloadField(key, hash)).Result()
+	if errors.Is(err, goredis.Nil) {
+		return dedupe.Conflict{}, fmt.Errorf("redis %s: %w", op, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	c, err := s.conflictByID(ctx, sender, key, id, now)
+	if err != nil {
+		return dedupe.Conflict{}, unavailable(op, err)
+	}
+	if !c.Accepted() || c.ReceivedHash != hash {
+		return dedupe.Conflict{}, fmt.Errorf("redis %s: %w", op, dedupe.ErrNotFound)
 	}
 	return c, nil
 }

@@ -52,6 +52,7 @@ func conflictFromEntry(sender string, m goredis.XMessage, now time.Time) streamC
 		_ = json.Unmarshal([]byte(p), &c.ChangedPaths) // written by RecordConflict
 	}
 	c.ID, c.DiffKind, c.Shadow, c.BodyTruncated = m.ID, str("dk"), str("sw") == "1", str("qt") == "1"
+	c.AnsweredDuplicate = str("ad") == "1"
 	if head := str("qm"); head != "" {
 		var h storedRequest
 		if json.Unmarshal([]byte(head), &h) == nil {

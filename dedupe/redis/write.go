@@ -175,6 +175,9 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	if c.Shadow {
 		args = append(args, "sw", "1")
 	}
+	if c.AnsweredDuplicate {
+		args = append(args, "ad", "1")
+	}
 	if c.Request != nil {
 		head, err := json.Marshal(storedRequest{Method: c.Request.Method, URI: c.Request.URI, Header: c.Request.Header})
 		if err != nil {

@@ -32,6 +32,16 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		if err := c.Acceptable(); err != nil {
 			return fmt.Errorf("sqlite %s: %w", op, err)
 		}
+		// Once per payload: another conflict of the key with this payload
+		// accepted already (in this same step, so no rival enters between).
+		first, err := acceptedConflict(ctx, tx, sender, key, c.ReceivedHash)
+		if err == nil {
+			out = first
+			return fmt.Errorf("sqlite %s: %w", op, dedupe.PayloadAccepted(first))
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(op, err)
+		}
 		at := ms(time.Now())
 		if _, err := tx.ExecContext(ctx, `UPDATE conflicts SET accepted_at = ?, accepted_by = ? WHERE id = ? AND accepted_at = 0`,
 			at, by, c.ID); err != nil {
@@ -41,6 +51,37 @@ func (s *Store) AcceptConflict(ctx context.Context, sender, key, id, by string) 
 		return nil
 	})
 	return out, err
+}
+
+// queryRower is a *sql.DB or a *sql.Tx.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// acceptedConflict is the first accepted conflict of (sender, key) whose
+// payload has hash; sql.ErrNoRows when none. The (sender, key, id) index
+// finds the key's conflicts.
+func acceptedConflict(ctx context.Context, q queryRower, sender, key, hash string) (dedupe.Conflict, error) {
+	return scanConflict(q.QueryRowContext(ctx, `SELECT `+conflictCols+` FROM conflicts
+		WHERE sender = ? AND key = ? AND received_hash = ? AND accepted_at <> 0 ORDER BY accepted_at, id LIMIT 1`, sender, key, hash))
+}
+
+// findAccepted implements dedupe.Reader's AcceptedConflict on db.
+func findAccepted(ctx context.Context, db *sql.DB, sender, key, hash string) (dedupe.Conflict, error) {
+	op := "accepted conflict " + sender + "/" + key
+	c, err := acceptedConflict(ctx, db, sender, key, hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("sqlite %s: %w", op, dedupe.ErrNotFound)
+	}
+	if err != nil {
+		return c, unavailable(op, err)
+	}
+	return c, nil
+}
+
+// AcceptedConflict implements dedupe.Reader.
+func (s *Store) AcceptedConflict(ctx context.Context, sender, key, hash string) (dedupe.Conflict, error) {
+	return findAccepted(ctx, s.r, sender, key, hash)
 }
 
 // Free implements dedupe.Store, as an item of a group commit.

@@ -236,6 +236,15 @@ func (r *reader) Conflicts(ctx context.Context, f dedupe.ListFilter) (cs []dedup
 	return cs, err
 }
 
+// AcceptedConflict implements dedupe.Reader.
+func (r *reader) AcceptedConflict(ctx context.Context, sender, key, hash string) (c dedupe.Conflict, err error) {
+	err = r.read("accepted conflict", func(db *sql.DB) error {
+		c, err = findAccepted(ctx, db, sender, key, hash)
+		return err
+	})
+	return c, err
+}
+
 // Ping implements dedupe.Reader: the file reads as a database migrated to
 // this binary's schema.
 func (r *reader) Ping(ctx context.Context) error {

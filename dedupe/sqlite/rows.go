@@ -164,7 +164,7 @@ func conflictID(id string) (int64, bool) {
 }
 
 const conflictCols = `id, sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
-	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, accepted_by`
+	diff_kind, shadow, request_head, request_body, body_truncated, accepted_at, accepted_by, answered_duplicate`
 
 func scanConflict(row scanner) (dedupe.Conflict, error) {
 	var (
@@ -174,7 +174,7 @@ func scanConflict(row scanner) (dedupe.Conflict, error) {
 		head, body                 []byte
 	)
 	err := row.Scan(&id, &c.Sender, &c.Key, &c.StoredHash, &c.ReceivedHash, &received, &paths, &expires,
-		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &acc, &c.AcceptedBy)
+		&c.DiffKind, &c.Shadow, &head, &body, &c.BodyTruncated, &acc, &c.AcceptedBy, &c.AnsweredDuplicate)
 	if err != nil {
 		return c, err
 	}

@@ -43,7 +43,7 @@ const (
 	qRenew          = `UPDATE records SET lease_until = ?` + ownerClause
 	qInsertConflict = `INSERT INTO conflicts
 			(sender, key, stored_hash, received_hash, received_at, changed_paths, expires_at,
-			diff_kind, shadow, request_head, request_body, body_truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			diff_kind, shadow, request_head, request_body, body_truncated, answered_duplicate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qAddHits             = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
 	qSelectStateAttempts = `SELECT state, attempts FROM records WHERE sender = ? AND key = ?`
 	qFree                = `UPDATE records SET state = 'released', owner = '', lease_until = 0, completed_at = 0,

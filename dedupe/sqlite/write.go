@@ -109,7 +109,7 @@ func (s *Store) RecordConflict(ctx context.Context, c dedupe.Conflict) error {
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := s.ws.exec(ctx, tx, qInsertConflict,
 			c.Sender, c.Key, c.StoredHash, c.ReceivedHash, ms(c.ReceivedAt), strings.Join(c.ChangedPaths, "\n"), ms(c.ExpiresAt),
-			c.DiffKind, c.Shadow, head, body, c.BodyTruncated)
+			c.DiffKind, c.Shadow, head, body, c.BodyTruncated, c.AnsweredDuplicate)
 		if err != nil {
 			return unavailable(op, err)
 		}

@@ -72,6 +72,10 @@ type ConflictJSON struct {
 	// form).
 	DiffKind string `json:"diff_kind"`
 	Shadow   bool   `json:"shadow,omitempty"`
+	// AnsweredDuplicate: the sender was answered with the stored
+	// original's answer (changed_payload: duplicate), not refused; the
+	// payload never reached the site unless it is accepted.
+	AnsweredDuplicate bool `json:"answered_duplicate,omitempty"`
 	// RequestKept: the refused request was kept (store_request_body).
 	RequestKept   bool                `json:"request_kept"`
 	Method        string              `json:"method,omitempty"`
@@ -137,7 +141,7 @@ func Conflict(c dedupe.Conflict) ConflictJSON {
 	out := ConflictJSON{
 		Sender: c.Sender, Key: c.Key, StoredSHA256: c.StoredHash,
 		ReceivedSHA256: c.ReceivedHash, ReceivedAt: c.ReceivedAt.UTC(), ChangedPaths: paths,
-		ID: c.ID, DiffKind: c.DiffKind, Shadow: c.Shadow, RequestKept: c.Request != nil && c.Body != nil,
+		ID: c.ID, DiffKind: c.DiffKind, Shadow: c.Shadow, AnsweredDuplicate: c.AnsweredDuplicate, RequestKept: c.Request != nil && c.Body != nil,
 		BodyBytes: len(c.Body), BodyTruncated: c.BodyTruncated,
 	}
 	if c.Request != nil {

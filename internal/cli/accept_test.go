@@ -118,12 +118,16 @@ senders:
 		return string(b)
 	}
 	html := page()
-	m := regexp.MustCompile(`action="/ui/accept/shop/5550001:CONFIRMED"[^>]*>\s*<input type="hidden" name="csrf" value="([0-9a-f]+)">\s*<input type="hidden" name="id" value="([^"]+)">`).FindStringSubmatch(html)
+	// The form posts to a fixed path with the sender and key in its body
+	// (a key never becomes part of the action's path).
+	m := regexp.MustCompile(`action="/ui/accept"[^>]*>\s*<input type="hidden" name="csrf" value="([0-9a-f]+)">\s*<input type="hidden" name="sender" value="shop">\s*<input type="hidden" name="key" value="5550001:CONFIRMED">\s*<input type="hidden" name="id" value="([^"]+)">`).FindStringSubmatch(html)
 	if m == nil || !strings.Contains(html, "accepted-"+c.ID) {
 		t.Fatalf("conflicts page has no Accept form for 5550001, or does not show the accepted one:\n%s", html)
 	}
 	post := func(form url.Values) int {
-		req, _ := http.NewRequest(http.MethodPost, adminURL+"/ui/accept/shop/5550001:CONFIRMED", strings.NewReader(form.Encode()))
+		form.Set("sender", "shop")
+		form.Set("key", "5550001:CONFIRMED")
+		req, _ := http.NewRequest(http.MethodPost, adminURL+"/ui/accept", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", adminURL)
 		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)

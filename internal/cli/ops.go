@@ -89,7 +89,7 @@ func conflictsCommand() *cli.Command {
 
 func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SENDER\tKEY\tAGE\tSTORED\tRECEIVED\tCHANGED\tID\tACCEPT")
+	fmt.Fprintln(tw, "SENDER\tKEY\tAGE\tSTORED\tRECEIVED\tCHANGED\tID\tANSWERED\tACCEPT")
 	why := map[string]bool{}
 	for _, cf := range cs {
 		changed := "-"
@@ -107,8 +107,17 @@ func printConflictTable(w io.Writer, cs []dedupe.Conflict, now time.Time) {
 			accept = "no: " + shortRefusal(cf)
 			why[cf.Acceptable().Error()] = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
-			view.ShortHash(cf.StoredHash), view.ShortHash(cf.ReceivedHash), changed, cf.ID, accept)
+		// How the sender was answered: refused (the conflict status), or
+		// with the original's answer (changed_payload: duplicate).
+		answered := "refused"
+		switch {
+		case cf.Shadow:
+			answered = "forwarded (shadow)"
+		case cf.AnsweredDuplicate:
+			answered = "as duplicate"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cf.Sender, cf.Key, admin.Age(now, cf.ReceivedAt),
+			view.ShortHash(cf.StoredHash), view.ShortHash(cf.ReceivedHash), changed, cf.ID, answered, accept)
 	}
 	tw.Flush()
 	for _, reason := range slices.Sorted(maps.Keys(why)) {

@@ -15,8 +15,9 @@ import (
 )
 
 // AcceptConfig drives RunAcceptConflict: shop keeps requests (so its
-// conflicts can be accepted), plain does not, form reads a PHP form, and
-// watch runs in shadow mode.
+// conflicts can be accepted), plain does not, form reads a PHP form,
+// watch runs in shadow mode, and dup answers a changed payload with the
+// original's answer (changed_payload: duplicate).
 const AcceptConfig = `
 defaults:
   store_request_body: true
@@ -35,6 +36,10 @@ senders:
     match: { path: /hooks/watch }
     key: [ { body: id } ]
     mode: shadow
+  - name: dup
+    match: { path: /hooks/dup }
+    key: [ { body: id } ]
+    changed_payload: duplicate
 `
 
 // RunAcceptConflict proves, counting executions at a real site, that a
@@ -43,7 +48,12 @@ senders:
 // (SENDER:KEY:accepted-ID): a second accept, and any number of
 // concurrent ones, add no execution; a conflict whose payload was not
 // kept, or that shadow mode forwarded already, is refused and runs
-// nothing.
+// nothing. A payload is accepted once: its retries are answered from the
+// accepted copy (replayed, never a new conflict), and an accept of
+// another conflict with the same payload is refused naming the first. A
+// changed payload answered as a duplicate (changed_payload: duplicate)
+// runs nothing, is recorded with what changed, and is accepted the same
+// way, once.
 func RunAcceptConflict(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 	store := newStore(t)
 	site := NewUpstream(t, nil)
@@ -244,6 +254,97 @@ func RunAcceptConflict(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 		}
 		if n := site.Executions(evt); n != 2 {
 			t.Fatalf("executions after refusing a shadow accept = %d, want 2", n)
+		}
+	})
+
+	// changed sends evt's changed payload to sender and checks how it is
+	// answered: want the status, replayed whether from the store.
+	changed := func(t *testing.T, sender, evt string, want int, replayed bool) Reply {
+		t.Helper()
+		r := Post(t, px.URL+"/hooks/"+sender, fmt.Sprintf(`{"id":%q,"amount":999}`, evt))
+		if r.Status != want || r.Replayed() != replayed {
+			t.Fatalf("changed payload to %s: %d replayed=%v %s; want %d replayed=%v", sender, r.Status, r.Replayed(), r.Body, want, replayed)
+		}
+		return r
+	}
+
+	t.Run("OncePerPayload", func(t *testing.T) {
+		evt := "once-" + run
+		refused(t, "shop", evt)
+		changed(t, "shop", evt, http.StatusUnprocessableEntity, false) // the sender's retry, before any accept
+		cs := conflicts(t, "shop", evt)
+		if len(cs) != 2 || cs[0].ReceivedHash != cs[1].ReceivedHash {
+			t.Fatalf("conflicts = %+v, want two with one payload", cs)
+		}
+		acc, err := px.Proxy.Accept(ctx(), "shop", evt, cs[0].ID, "tester")
+		if err != nil || acc.Outcome != "processed" {
+			t.Fatalf("Accept = %+v, %v", acc, err)
+		}
+		// The sender retries the payload it was refused: answered from the
+		// accepted copy's run, never refused again, never run again.
+		for i := 0; i < 3; i++ {
+			r := changed(t, "shop", evt, http.StatusOK, true)
+			if !strings.Contains(string(r.Body), evt) {
+				t.Fatalf("retry answered %q, want the accepted copy's stored answer", r.Body)
+			}
+		}
+		if got := conflicts(t, "shop", evt); len(got) != 2 {
+			t.Fatalf("retries of an accepted payload recorded conflicts: %d, want still 2", len(got))
+		}
+		// The other conflict with this payload: refused, the first named.
+		again, err := px.Proxy.Accept(ctx(), "shop", evt, cs[1].ID, "someone-else")
+		if !errors.Is(err, dedupe.ErrAccepted) || again.Conflict.ID != cs[0].ID || again.Conflict.AcceptedBy != "tester" ||
+			!strings.Contains(err.Error(), "conflict "+cs[0].ID) || !strings.Contains(err.Error(), "tester") {
+			t.Fatalf("accept of the same payload's other conflict = %+v, %v; want ErrAccepted naming conflict %s by tester", again.Conflict, err, cs[0].ID)
+		}
+		if n := site.Executions(evt); n != 2 {
+			t.Fatalf("executions = %d, want 2: the original and the accepted payload once", n)
+		}
+		// The original's own retries are still its replays.
+		if r := Post(t, px.URL+"/hooks/shop", fmt.Sprintf(`{"id":%q,"amount":100}`, evt)); r.Status != http.StatusOK || !r.Replayed() {
+			t.Fatalf("original's retry: %d replayed=%v", r.Status, r.Replayed())
+		}
+		// A third payload under the key is a conflict of its own.
+		if r := Post(t, px.URL+"/hooks/shop", fmt.Sprintf(`{"id":%q,"amount":5}`, evt)); r.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("a third payload: %d, want 422", r.Status)
+		}
+		if n := site.Executions(evt); n != 2 {
+			t.Fatalf("executions = %d, want 2", n)
+		}
+	})
+
+	t.Run("AnsweredDuplicateRecordedAcceptedOnce", func(t *testing.T) {
+		evt := "dup-" + run
+		url := px.URL + "/hooks/dup"
+		if r := Post(t, url, fmt.Sprintf(`{"id":%q,"amount":100}`, evt)); r.Status != http.StatusOK {
+			t.Fatalf("first delivery: %d %s", r.Status, r.Body)
+		}
+		changed(t, "dup", evt, http.StatusOK, true)
+		changed(t, "dup", evt, http.StatusOK, true)
+		if n := site.Executions(evt); n != 1 {
+			t.Fatalf("executions of a changed payload answered as a duplicate = %d, want 1 (the original)", n)
+		}
+		cs := conflicts(t, "dup", evt)
+		if len(cs) != 2 || !cs[0].AnsweredDuplicate || cs[0].DiffKind != dedupe.DiffJSON || fmt.Sprint(cs[0].ChangedPaths) != "[amount]" ||
+			cs[0].Acceptable() != nil {
+			t.Fatalf("answered-as-duplicate records = %+v, want two, [amount] changed, acceptable", cs)
+		}
+		acc, err := px.Proxy.Accept(ctx(), "dup", evt, "", "tester")
+		if err != nil || acc.Outcome != "processed" || acc.Status != http.StatusOK {
+			t.Fatalf("Accept = %+v, %v; want processed, 200", acc, err)
+		}
+		if n := site.Executions(evt); n != 2 {
+			t.Fatalf("executions after accept = %d, want 2", n)
+		}
+		if _, err := px.Proxy.Accept(ctx(), "dup", evt, cs[1].ID, "someone-else"); !errors.Is(err, dedupe.ErrAccepted) {
+			t.Fatalf("second accept of the same payload: %v, want ErrAccepted", err)
+		}
+		changed(t, "dup", evt, http.StatusOK, true)
+		if n := site.Executions(evt); n != 2 {
+			t.Fatalf("executions after a second accept and a retry = %d, want 2", n)
+		}
+		if got := conflicts(t, "dup", evt); len(got) != 2 {
+			t.Fatalf("a retry of the accepted payload was recorded again: %d records, want 2", len(got))
 		}
 	})
 }
