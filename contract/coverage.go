@@ -26,7 +26,7 @@ var templateRef = regexp.MustCompile(`\{(header|body|query|form|request)\.([^{}]
 func signatureCoverage(cfg SignatureConfig) coverage {
 	c := coverage{sources: map[Source]bool{}, exclude: map[string]bool{}, names: map[string]bool{}}
 	switch cfg.Scheme {
-	case SchemeStripe, SchemeGitHub, SchemeShopify, SchemeSlack, SchemeHMACSHA256:
+	case SchemeStripe, SchemeGitHub, SchemeShopify, SchemeSlack, SchemePaddle, SchemeHMACSHA256:
 		c.judged, c.body = true, true
 	case SchemeStandardWebhooks:
 		c.judged, c.body = true, true

@@ -148,6 +148,8 @@ var presets = map[string]preset{
 	"cdek":          cdek,
 	"amocrm":        amocrm,
 	"woocommerce":   woocommerce,
+	"paddle":        paddle,
+	"mollie":        mollie,
 }
 
 // The payment senders of a 1C-Bitrix shop. Each reads its values where

@@ -14,7 +14,7 @@ type Verifier interface {
 	Verify(req *Request, now time.Time) error
 }
 
-// Signature schemes. The first six are HMAC-SHA256 over the raw body in
+// Signature schemes. The first seven are HMAC-SHA256 over the raw body in
 // one sender's arrangement; the rest are generic building blocks for
 // senders no preset knows (scheme_digest.go, scheme_token.go,
 // scheme_addr.go).
@@ -24,6 +24,7 @@ const (
 	SchemeShopify          = "shopify"
 	SchemeStandardWebhooks = "standard-webhooks"
 	SchemeSlack            = "slack"
+	SchemePaddle           = "paddle"
 	SchemeHMACSHA256       = "hmac-sha256"
 	SchemeDigest           = "digest"         // a hash of a message that holds the secret
 	SchemeHMAC             = "hmac"           // an HMAC of a message, keyed with the secret
@@ -48,9 +49,9 @@ const DefaultTolerance = 5 * time.Minute
 //	  secret_file: /run/secrets/x  # ... or a file, read whole, surrounding whitespace trimmed
 //	  previous_secret_env: OLD     # rotation: a second secret also accepted while
 //	  previous_secret_file: ...    #   the sender moves from it to the first one
-//	  tolerance: 5m                # stripe, standard-webhooks, slack: timestamp window
+//	  tolerance: 5m                # stripe, standard-webhooks, slack, paddle: timestamp window
 //
-// The schemes stripe, github, shopify, standard-webhooks, slack and
+// The schemes stripe, github, shopify, standard-webhooks, slack, paddle and
 // hmac-sha256 are HMAC-SHA256 over the raw body. The generic ones describe
 // a sender no preset knows:
 //
@@ -213,6 +214,7 @@ var schemes = map[string]schemeDef{
 	SchemeShopify:          {header: "X-Shopify-Hmac-Sha256", fixedFmt: true},
 	SchemeStandardWebhooks: {header: "Webhook-Signature", timed: true, whsec: true, fixedFmt: true},
 	SchemeSlack:            {header: "X-Slack-Signature", timed: true, fixedFmt: true},
+	SchemePaddle:           {header: "Paddle-Signature", timed: true, fixedFmt: true},
 	SchemeHMACSHA256:       {},
 	SchemeDigest:           {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},
 	SchemeHMAC:             {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},

@@ -1,0 +1,68 @@
+package contract
+
+import "time"
+
+// Presets for international payment providers a shop may take besides its
+// Russian ones: Paddle Billing, Mollie and PayPal. Each is registered in
+// the presets map (presets.go); docs/senders.md ("International payment
+// providers") cites the provider's page behind every choice here.
+
+// paddle: Paddle Billing webhooks, JSON {event_id, notification_id,
+// event_type, occurred_at, data}, signed in Paddle-Signature (ts and h1,
+// HMAC-SHA256 of "ts:body" under the destination's secret key). One
+// event fans out to one notification per notification destination
+// subscribed to it; the notifications share event_id and each has its
+// own notification_id (Paddle API reference, "Notifications"). Keying on
+// event_id, as Paddle's own handler advice does, would answer a second
+// destination on the same URL from the first one's stored answer (or
+// refuse it when the destinations render other API versions); the
+// notification is what Paddle retries, so notification_id names one
+// delivery and its retries. A delivery without one (not a webhook Paddle
+// documents) is keyed by its event_id: the prefixes (ntf_, evt_) keep the
+// two apart.
+//
+// Paddle counts a delivery as received only on a 2xx within five seconds
+// and retries anything else, up to 60 times over three days for live
+// accounts ("Handle webhook delivery"), so only a 2xx is stored: a 404
+// from a deploy or a 403 from a firewall is handed back and frees the
+// claim, and Paddle's retry reaches the site.
+//
+// Tolerance: Paddle's Node SDK refuses a ts more than five seconds old,
+// judged by the receiver's clock. hookonce keeps its 5m default: a
+// five-second window fails on ordinary clock skew between Paddle, the
+// proxy and NTP, and a captured delivery sent again inside the window is
+// answered from the store (its notification_id is already claimed), so
+// it cannot run the handler twice. signature.tolerance narrows it.
+var paddle = preset{
+	Keys:        []KeyPart{{Source: FromBody, Name: "notification_id", Fallback: []string{"event_id"}}},
+	Signature:   SignatureConfig{Scheme: SchemePaddle},
+	RetryWindow: 72 * time.Hour,
+	Success:     &Success{Statuses: mustStatuses("2xx")},
+}
+
+// mollie: the classic webhooks of Mollie's Payments API (a webhookUrl
+// set on a payment, order or subscription). Mollie posts a form with one
+// field, id (tr_…, ord_…), and nothing else: no status and no signature;
+// the handler fetches the object from Mollie's API and acts on its
+// current status (docs.mollie.com, "Webhooks": a fake call can never
+// make an order paid, since the status is never taken from the call).
+// Every status change of one payment posts the same id, so no key can
+// tell "open" from "paid": keying on id would answer the paid
+// notification from the open one's stored answer. Every delivery is
+// forwarded without dedupe, serialized by id (presetSerialize), so two
+// status changes of one payment never run at the site together and the
+// second one's fetch sees what the first one wrote. Nothing is signed,
+// so the preset checks nothing; an operator whose module lets it add a
+// token to the webhookUrl adds signature: {scheme: token, …}.
+var mollie = preset{
+	NoDedupe: []NoDedupeShape{{Reason: "mollie: the same id is posted for every status change of a payment"}},
+}
+
+// presetSerialize is the serialize key a preset sets when the file sets
+// none (nil: none): the object its notifications are about.
+func presetSerialize(name string) []KeyPart {
+	if name == "mollie" {
+		return []KeyPart{{Source: FromForm, Name: "id"}}
+	}
+	return nil
+}

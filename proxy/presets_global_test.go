@@ -1,0 +1,165 @@
+package proxy_test
+
+// The presets for Paddle Billing and Mollie end to end: deliveries signed
+// as each provider documents (the signers here share no code with
+// contract/), sent through a proxy in front of a counting site, judged by
+// executions of the site's handler.
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookonce/hookonce/proxy/proxytest"
+)
+
+const globalSecret = "pdl_ntfset_hookonce_test"
+
+func paddleSig(secret string, at time.Time, body string) string {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + ":" + body))
+	return "ts=" + ts + ";h1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// TestPaddleThroughProxy: one event to two destinations on one URL runs
+// once per destination; each destination's retries (signed anew) and a
+// burst of them are replayed; a changed payload under a notification id
+// is refused; a forged delivery never runs; a site's 404 is handed back
+// and frees the claim, so Paddle's retry runs the handler and its 200 is
+// what later retries get.
+func TestPaddleThroughProxy(t *testing.T) {
+	t.Setenv("PADDLE_SECRET", globalSecret)
+	var notFound atomic.Bool
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if notFound.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `{"received":true}`)
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: paddle
+    preset: paddle
+    match: { path: /paddle/webhook.php }
+    signature: { secret_env: PADDLE_SECRET }
+`)
+	note := func(event, ntf, eventType string) string {
+		return `{"event_id":"` + event + `","event_type":"` + eventType + `","occurred_at":"2026-01-15T11:00:00.000000Z","notification_id":"` + ntf +
+			`","data":{"id":"txn_01hv","status":"completed","customer_id":"ctm_01h"}}`
+	}
+	send := func(body, label string, at time.Time, secret string) proxytest.Reply {
+		return bxSend(t, http.MethodPost, px.URL+"/paddle/webhook.php", "application/json", body,
+			"X-Event-Id", label, "Paddle-Signature", paddleSig(secret, at, body))
+	}
+	now := time.Now()
+	destA := note("evt_01hv1", "ntf_01hva", "transaction.completed")
+	destB := note("evt_01hv1", "ntf_01hvb", "transaction.completed")
+
+	for _, d := range []struct{ body, label string }{{destA, "dest-a"}, {destB, "dest-b"}} {
+		if r := send(d.body, d.label, now, globalSecret); r.Status != 200 || r.Replayed() {
+			t.Fatalf("%s: %d %q replayed=%v\n%s", d.label, r.Status, r.Body, r.Replayed(), px.Logs.String())
+		}
+	}
+	// Paddle's retries of each notification, signed at later times, one
+	// of them as a burst.
+	if r := send(destA, "dest-a", now.Add(time.Minute), globalSecret); r.Status != 200 || !r.Replayed() || string(r.Body) != `{"received":true}` {
+		t.Errorf("a retry of destination A: %d %q replayed=%v, want the stored answer", r.Status, r.Body, r.Replayed())
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(destB, "dest-b", now.Add(time.Duration(i)*time.Second), globalSecret) }()
+	}
+	wg.Wait()
+	for _, label := range []string{"dest-a", "dest-b"} {
+		if n := site.Executions(label); n != 1 {
+			t.Errorf("%s ran %d times, want 1 (one run per destination)", label, n)
+		}
+	}
+
+	// The same notification id with another payload is a conflict.
+	if r := send(strings.Replace(destA, "completed", "past_due", 1), "dest-a-changed", now, globalSecret); r.Status != 422 {
+		t.Errorf("a changed payload under ntf_01hva: %d, want 422", r.Status)
+	}
+	// Forged: the wrong secret, and a signature from ten minutes ago.
+	if r := send(note("evt_x", "ntf_x", "transaction.completed"), "forged", now, "guess"); r.Status != http.StatusUnauthorized {
+		t.Errorf("a wrong secret: %d, want 401", r.Status)
+	}
+	if r := send(note("evt_y", "ntf_y", "transaction.completed"), "forged", now.Add(-10*time.Minute), globalSecret); r.Status != http.StatusUnauthorized {
+		t.Errorf("a stale signature: %d, want 401", r.Status)
+	}
+	if n := site.Executions("dest-a-changed") + site.Executions("forged"); n != 0 {
+		t.Errorf("refused deliveries ran %d times", n)
+	}
+
+	// A deploy's 404 is not delivered: Paddle retries, and the retry runs.
+	late := note("evt_01hv9", "ntf_01hv9", "subscription.activated")
+	notFound.Store(true)
+	if r := send(late, "late", now, globalSecret); r.Status != 404 || r.Replayed() {
+		t.Errorf("the site's 404: %d replayed=%v, want it handed back", r.Status, r.Replayed())
+	}
+	notFound.Store(false)
+	if r := send(late, "late", now.Add(time.Minute), globalSecret); r.Status != 200 || r.Replayed() {
+		t.Errorf("Paddle's retry after a 404: %d replayed=%v, want it run", r.Status, r.Replayed())
+	}
+	if r := send(late, "late", now.Add(2*time.Minute), globalSecret); r.Status != 200 || !r.Replayed() {
+		t.Errorf("the next retry: %d replayed=%v, want the stored 200", r.Status, r.Replayed())
+	}
+	if n := site.Executions("late"); n != 2 {
+		t.Errorf("the site ran the event %d times, want 2 (the 404, then the 200)", n)
+	}
+	if strings.Contains(px.Logs.String(), globalSecret) {
+		t.Error("the logs hold the secret")
+	}
+}
+
+// TestMollieThroughProxy: Mollie posts id=tr_… for every status change of
+// a payment, unsigned. Each post reaches the site (none is replayed, the
+// paid one is never swallowed), and posts about one payment run one at a
+// time.
+func TestMollieThroughProxy(t *testing.T) {
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(40 * time.Millisecond) // the handler fetches the payment from Mollie
+		w.WriteHeader(http.StatusOK)
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: mollie
+    preset: mollie
+    match: { path: /mollie/webhook.php }
+`)
+	send := func(id, label string) proxytest.Reply {
+		return bxSend(t, http.MethodPost, px.URL+"/mollie/webhook.php", bxForm, "id="+id,
+			"X-Event-Id", label, "User-Agent", "Mollie HTTP client/1.0")
+	}
+	for _, status := range []string{"open", "paid"} {
+		if r := send("tr_5B8cwPMGnU6qLbRvo7qEZo", "tr-5b8"); r.Status != 200 || r.Replayed() {
+			t.Fatalf("the %s notification: %d replayed=%v\n%s", status, r.Status, r.Replayed(), px.Logs.String())
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); send("tr_5B8cwPMGnU6qLbRvo7qEZo", "tr-5b8") }()
+	}
+	wg.Wait()
+	if n := site.Executions("tr-5b8"); n != 6 {
+		t.Errorf("the site ran %d of Mollie's 6 posts, want every one", n)
+	}
+	if p := site.Peak(); p != 1 {
+		t.Errorf("%d posts about one payment ran at once, want 1 (serialized by id)", p)
+	}
+	if !strings.Contains(px.Logs.String(), "every status change") {
+		t.Errorf("the passthrough was not logged with its reason:\n%s", px.Logs.String())
+	}
+}
