@@ -31,6 +31,12 @@ func signatureCoverage(cfg SignatureConfig) coverage {
 	case SchemeStandardWebhooks:
 		c.judged, c.body = true, true
 		c.names["header."+http.CanonicalHeaderKey("Webhook-Id")] = true
+	case SchemePayPal:
+		// The body only through its CRC32, which anyone can match: no
+		// body part is vouched for (docs/senders.md, PayPal).
+		c.judged = true
+		c.names["header."+http.CanonicalHeaderKey("Paypal-Transmission-Id")] = true
+		c.names["header."+http.CanonicalHeaderKey("Paypal-Transmission-Time")] = true
 	case SchemeDigest, SchemeHMAC:
 		c.judged = true
 		if m := cfg.Message; m != nil {

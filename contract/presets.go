@@ -150,6 +150,7 @@ var presets = map[string]preset{
 	"woocommerce":   woocommerce,
 	"paddle":        paddle,
 	"mollie":        mollie,
+	"paypal":        paypal,
 }
 
 // The payment senders of a 1C-Bitrix shop. Each reads its values where

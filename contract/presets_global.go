@@ -66,3 +66,20 @@ func presetSerialize(name string) []KeyPart {
 	}
 	return nil
 }
+
+// paypal: PayPal REST webhooks, a JSON event {id: "WH-…", event_type,
+// resource_type, resource, …} (developer.paypal.com, "Integrate
+// webhooks"), signed with SHA256withRSA by PayPal's certificate
+// (scheme_paypal.go: the operator pins it in cert_file and names the
+// listener's webhook_id). The event's id names it: PayPal resends the
+// same event to the listener until it answers 2xx, up to 25 times over
+// three days (same page), so only a 2xx is stored and the key is the
+// event id. Each listener has its own webhook id inside the signature, so
+// a delivery meant for another listener fails the check rather than
+// sharing this one's records.
+var paypal = preset{
+	Keys:        []KeyPart{{Source: FromBody, Name: "id"}},
+	Signature:   SignatureConfig{Scheme: SchemePayPal},
+	RetryWindow: 72 * time.Hour,
+	Success:     &Success{Statuses: mustStatuses("2xx")},
+}

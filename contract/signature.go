@@ -31,6 +31,7 @@ const (
 	SchemeToken            = "token"          // the secret itself, in a field or header
 	SchemeBasic            = "basic"          // HTTP Basic, the secret being user:password
 	SchemeSourceAddress    = "source-address" // the sender's address in an allowlist
+	SchemePayPal           = "paypal"         // SHA256withRSA under a pinned PayPal certificate
 )
 
 // DefaultTolerance is how far a signed timestamp may be from the proxy's
@@ -83,6 +84,10 @@ const DefaultTolerance = 5 * time.Minute
 //	scheme: source-address       # the sender's address (through trusted_proxies)
 //	allow: [185.71.76.0/27, 77.75.156.11, "2a02:5180::/32"]   # no secret
 //
+//	scheme: paypal               # PayPal's SHA256withRSA over transmission id, time,
+//	webhook_id: 1JE4291016473214C  #   this webhook id and the body's CRC32; no secret:
+//	cert_file: paypal-cert.pem   #   PayPal's certificate, pinned (never fetched)
+//
 // allow may be given with any other scheme too: the delivery must then
 // come from a listed address *and* carry a valid signature (the address is
 // checked first).
@@ -109,6 +114,9 @@ type SignatureConfig struct {
 	Message   *MessageConfig `yaml:"message"`
 	From      []keyPartFile  `yaml:"from"`
 	Allow     []string       `yaml:"allow"`
+
+	CertFile  string `yaml:"cert_file"`
+	WebhookID string `yaml:"webhook_id"`
 }
 
 // SecretSource is one entry of signature.secrets: an environment
@@ -153,6 +161,8 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	set(&c.Encoding, o.Encoding)
 	set(&c.Prefix, o.Prefix)
 	set(&c.Algorithm, o.Algorithm)
+	set(&c.CertFile, o.CertFile)
+	set(&c.WebhookID, o.WebhookID)
 	// One source per secret: a sender that names a file replaces the
 	// preset's (or defaults') environment variable, and the other way round.
 	if o.SecretEnv != "" || o.SecretFile != "" {
@@ -221,6 +231,7 @@ var schemes = map[string]schemeDef{
 	SchemeToken:            {build: buildToken, takes: []string{"from"}},
 	SchemeBasic:            {build: buildBasic},
 	SchemeSourceAddress:    {build: buildSourceAddress, takes: []string{"allow"}, noSecret: true},
+	SchemePayPal:           {build: buildPayPal, takes: []string{"cert_file", "webhook_id", "tolerance"}, noSecret: true},
 }
 
 // schemeNames lists the schemes, sorted, for messages.
@@ -302,10 +313,11 @@ func (c *sigCompiler) checkGenericFields() {
 	set := map[string]bool{
 		"algorithm": c.cfg.Algorithm != "", "message": c.cfg.Message != nil,
 		"from": c.cfg.From != nil, "allow": c.cfg.Allow != nil,
+		"cert_file": c.cfg.CertFile != "", "webhook_id": c.cfg.WebhookID != "",
 	}
 	// allow applies to every scheme: with source-address it is the whole
 	// check, with any other an allowlist before the signature.
-	for _, f := range []string{"algorithm", "message", "from"} {
+	for _, f := range []string{"algorithm", "message", "from", "cert_file", "webhook_id"} {
 		if set[f] && !slices.Contains(c.def.takes, f) {
 			c.bad(f, "does not apply to scheme %s", c.cfg.Scheme)
 		}
@@ -324,7 +336,7 @@ func (c *sigCompiler) checkGenericFields() {
 	if c.cfg.Encoding != "" && !slices.Contains(c.def.takes, "encoding") {
 		c.bad("encoding", "does not apply to scheme %s", c.cfg.Scheme)
 	}
-	if c.cfg.Tolerance != nil {
+	if c.cfg.Tolerance != nil && !slices.Contains(c.def.takes, "tolerance") {
 		c.bad("tolerance", "scheme %s signs no timestamp", c.cfg.Scheme)
 	}
 }

@@ -1,16 +1,26 @@
 package proxy_test
 
-// The presets for Paddle Billing and Mollie end to end: deliveries signed
+// The presets for Paddle Billing, Mollie and PayPal end to end: deliveries signed
 // as each provider documents (the signers here share no code with
 // contract/), sent through a proxy in front of a counting site, judged by
 // executions of the site's handler.
 
 import (
+	"crypto"
 	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
+	"hash/crc32"
 	"io"
+	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,5 +171,103 @@ senders:
 	}
 	if !strings.Contains(px.Logs.String(), "every status change") {
 		t.Errorf("the passthrough was not logged with its reason:\n%s", px.Logs.String())
+	}
+}
+
+// TestPayPalThroughProxy: a PayPal event signed by the pinned certificate
+// runs once; PayPal's retries (new transmissions, signed anew) and a
+// burst of them are replayed; a changed body under the event id is a
+// conflict; a delivery signed by another key, or meant for another
+// webhook, never runs; a 500 from the site frees the claim for the retry.
+func TestPayPalThroughProxy(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(7), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile := filepath.Join(t.TempDir(), "paypal.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var failing atomic.Bool
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	const webhookID = "8PT597110X687430L"
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: paypal
+    preset: paypal
+    match: { path: /paypal/webhook.php }
+    signature: { cert_file: `+certFile+`, webhook_id: `+webhookID+` }
+`)
+	var transmission atomic.Int64
+	send := func(body, label string, signer *rsa.PrivateKey, hook string) proxytest.Reply {
+		id := "b2384410-f8d2-11ec-" + strconv.FormatInt(1000+transmission.Add(1), 10)
+		at := time.Now().UTC().Format(time.RFC3339)
+		msg := id + "|" + at + "|" + hook + "|" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10)
+		sum := sha256.Sum256([]byte(msg))
+		sig, err := rsa.SignPKCS1v15(rand.Reader, signer, crypto.SHA256, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bxSend(t, http.MethodPost, px.URL+"/paypal/webhook.php", "application/json", body, "X-Event-Id", label,
+			"Paypal-Transmission-Id", id, "Paypal-Transmission-Time", at, "Paypal-Transmission-Sig", base64.StdEncoding.EncodeToString(sig),
+			"Paypal-Auth-Algo", "SHA256withRSA", "Paypal-Cert-Url", "https://api.paypal.com/v1/notifications/certs/CERT-360caa42-fca2a594-bb6a8ea6")
+	}
+	event := func(id, status string) string {
+		return `{"id":"` + id + `","event_version":"1.0","event_type":"PAYMENT.CAPTURE.COMPLETED","resource_type":"capture","resource":{"id":"42311647XV020574X","status":"` + status + `"}}`
+	}
+	captured := event("WH-58D329510W468432D-8HN650336L201105X", "COMPLETED")
+	if r := send(captured, "capture", key, webhookID); r.Status != 200 || r.Replayed() {
+		t.Fatalf("a signed event: %d %q replayed=%v\n%s", r.Status, r.Body, r.Replayed(), px.Logs.String())
+	}
+	if r := send(captured, "capture", key, webhookID); r.Status != 200 || !r.Replayed() {
+		t.Errorf("PayPal's retry: %d replayed=%v, want the stored answer", r.Status, r.Replayed())
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(captured, "capture", key, webhookID) }()
+	}
+	wg.Wait()
+	if n := site.Executions("capture"); n != 1 {
+		t.Errorf("the event ran %d times, want 1", n)
+	}
+	if r := send(event("WH-58D329510W468432D-8HN650336L201105X", "DECLINED"), "capture-changed", key, webhookID); r.Status != 422 {
+		t.Errorf("a changed body under the event id: %d, want 422", r.Status)
+	}
+	if r := send(event("WH-FORGED", "COMPLETED"), "forged", forger, webhookID); r.Status != http.StatusUnauthorized {
+		t.Errorf("another key's signature: %d, want 401", r.Status)
+	}
+	if r := send(event("WH-OTHERHOOK", "COMPLETED"), "forged", key, "9XL90610J3647323C"); r.Status != http.StatusUnauthorized {
+		t.Errorf("a delivery for another webhook: %d, want 401", r.Status)
+	}
+	if n := site.Executions("capture-changed") + site.Executions("forged"); n != 0 {
+		t.Errorf("refused deliveries ran %d times", n)
+	}
+	late := event("WH-2WR32451HC0233532-67976317FL4543714", "COMPLETED")
+	failing.Store(true)
+	if r := send(late, "late", key, webhookID); r.Status != 500 {
+		t.Errorf("the site's 500: %d", r.Status)
+	}
+	failing.Store(false)
+	if r := send(late, "late", key, webhookID); r.Status != 200 || r.Replayed() {
+		t.Errorf("PayPal's retry after a 500: %d replayed=%v, want it run", r.Status, r.Replayed())
+	}
+	if n := site.Executions("late"); n != 2 {
+		t.Errorf("the event ran %d times, want 2 (the 500, then the 200)", n)
 	}
 }
