@@ -151,6 +151,7 @@ var presets = map[string]preset{
 	"paddle":        paddle,
 	"mollie":        mollie,
 	"paypal":        paypal,
+	"yandex-pay":    yandexpay,
 }
 
 // The payment senders of a 1C-Bitrix shop. Each reads its values where

@@ -3,9 +3,10 @@ package contract
 import "time"
 
 // Presets for international payment providers a shop may take besides its
-// Russian ones: Paddle Billing, Mollie and PayPal. Each is registered in
-// the presets map (presets.go); docs/senders.md ("International payment
-// providers") cites the provider's page behind every choice here.
+// Russian ones (Paddle Billing, Mollie, PayPal), and Yandex Pay. Each is
+// registered in the presets map (presets.go); docs/senders.md
+// ("International payment providers, and Yandex Pay") cites the
+// provider's page behind every choice here.
 
 // paddle: Paddle Billing webhooks, JSON {event_id, notification_id,
 // event_type, occurred_at, data}, signed in Paddle-Signature (ts and h1,
@@ -82,4 +83,36 @@ var paypal = preset{
 	Signature:   SignatureConfig{Scheme: SchemePayPal},
 	RetryWindow: 72 * time.Hour,
 	Success:     &Success{Statuses: mustStatuses("2xx")},
+}
+
+// yandexpay: Yandex Pay (and Split) notifications to the shop's
+// /v1/webhook, application/octet-stream whose body is a JWT signed ES256
+// (pay.yandex.ru, Merchant API, "/v1/webhook"): its payload is {event,
+// eventTime, merchantId, order: {orderId, paymentStatus}, operation:
+// {operationId, externalOperationId, operationType, status}}; the
+// header carries kid, iat and exp (Merchant API, "Authenticating Yandex
+// Pay request"). No field names one notification, so the key is what
+// changed: the event, the order (else, for a notification about an
+// operation alone, the operation), the order's payment status, the
+// operation and its status; the parts a notification lacks are empty.
+// Each delivery is a token signed anew, so the bytes of a retry differ:
+// the hash is the payload's (hash mode jwt). A payload that differs under
+// one key is a change the key does not name (a delivery status of the
+// order, say): it is a notification of its own (new_event), claimed under
+// the key and its payload's hash, so it runs and its own retries replay.
+// The keys are Yandex's JWKS, pinned in jwks_file. Yandex documents no
+// retry policy or answer here: only a 2xx is stored, which costs nothing
+// if it never retries and lets its retry through if it does.
+var yandexpay = preset{
+	Keys: []KeyPart{
+		{Source: FromJWT, Name: "event"},
+		{Source: FromJWT, Name: "order.orderId", Fallback: []string{"operation.operationId"}, Labelled: true},
+		{Source: FromJWT, Name: "order.paymentStatus", Optional: true},
+		{Source: FromJWT, Name: "operation.operationId", Optional: true},
+		{Source: FromJWT, Name: "operation.status", Optional: true},
+	},
+	Signature:      SignatureConfig{Scheme: SchemeJWTES256},
+	Hash:           HashJWT,
+	ChangedPayload: ChangedNewEvent,
+	Success:        &Success{Statuses: mustStatuses("2xx")},
 }

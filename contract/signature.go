@@ -32,6 +32,7 @@ const (
 	SchemeBasic            = "basic"          // HTTP Basic, the secret being user:password
 	SchemeSourceAddress    = "source-address" // the sender's address in an allowlist
 	SchemePayPal           = "paypal"         // SHA256withRSA under a pinned PayPal certificate
+	SchemeJWTES256         = "jwt-es256"      // the body is a JWT signed ES256 by a key of a pinned JWKS
 )
 
 // DefaultTolerance is how far a signed timestamp may be from the proxy's
@@ -88,6 +89,9 @@ const DefaultTolerance = 5 * time.Minute
 //	webhook_id: 1JE4291016473214C  #   this webhook id and the body's CRC32; no secret:
 //	cert_file: paypal-cert.pem   #   PayPal's certificate, pinned (never fetched)
 //
+//	scheme: jwt-es256            # the body is a JWT signed ES256 (Yandex Pay); no secret:
+//	jwks_file: yandex-pay.jwks   #   the provider's published keys, pinned (never fetched)
+//
 // allow may be given with any other scheme too: the delivery must then
 // come from a listed address *and* carry a valid signature (the address is
 // checked first).
@@ -117,6 +121,7 @@ type SignatureConfig struct {
 
 	CertFile  string `yaml:"cert_file"`
 	WebhookID string `yaml:"webhook_id"`
+	JWKSFile  string `yaml:"jwks_file"`
 }
 
 // SecretSource is one entry of signature.secrets: an environment
@@ -163,6 +168,7 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	set(&c.Algorithm, o.Algorithm)
 	set(&c.CertFile, o.CertFile)
 	set(&c.WebhookID, o.WebhookID)
+	set(&c.JWKSFile, o.JWKSFile)
 	// One source per secret: a sender that names a file replaces the
 	// preset's (or defaults') environment variable, and the other way round.
 	if o.SecretEnv != "" || o.SecretFile != "" {
@@ -232,6 +238,7 @@ var schemes = map[string]schemeDef{
 	SchemeBasic:            {build: buildBasic},
 	SchemeSourceAddress:    {build: buildSourceAddress, takes: []string{"allow"}, noSecret: true},
 	SchemePayPal:           {build: buildPayPal, takes: []string{"cert_file", "webhook_id", "tolerance"}, noSecret: true},
+	SchemeJWTES256:         {build: buildJWT, takes: []string{"jwks_file", "tolerance"}, noSecret: true},
 }
 
 // schemeNames lists the schemes, sorted, for messages.
@@ -313,11 +320,11 @@ func (c *sigCompiler) checkGenericFields() {
 	set := map[string]bool{
 		"algorithm": c.cfg.Algorithm != "", "message": c.cfg.Message != nil,
 		"from": c.cfg.From != nil, "allow": c.cfg.Allow != nil,
-		"cert_file": c.cfg.CertFile != "", "webhook_id": c.cfg.WebhookID != "",
+		"cert_file": c.cfg.CertFile != "", "webhook_id": c.cfg.WebhookID != "", "jwks_file": c.cfg.JWKSFile != "",
 	}
 	// allow applies to every scheme: with source-address it is the whole
 	// check, with any other an allowlist before the signature.
-	for _, f := range []string{"algorithm", "message", "from", "cert_file", "webhook_id"} {
+	for _, f := range []string{"algorithm", "message", "from", "cert_file", "webhook_id", "jwks_file"} {
 		if set[f] && !slices.Contains(c.def.takes, f) {
 			c.bad(f, "does not apply to scheme %s", c.cfg.Scheme)
 		}

@@ -1,12 +1,14 @@
 package proxy_test
 
-// The presets for Paddle Billing, Mollie and PayPal end to end: deliveries signed
+// The presets for Paddle Billing, Mollie, PayPal and Yandex Pay end to end: deliveries signed
 // as each provider documents (the signers here share no code with
 // contract/), sent through a proxy in front of a counting site, judged by
 // executions of the site's handler.
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
@@ -269,5 +271,96 @@ senders:
 	}
 	if n := site.Executions("late"); n != 2 {
 		t.Errorf("the event ran %d times, want 2 (the 500, then the 200)", n)
+	}
+}
+
+// TestYandexPayThroughProxy: Yandex Pay's notifications are tokens signed
+// anew for every delivery. A notification runs once and its re-signed
+// retries are replayed; an order's next status, and a change under the
+// same key that the key does not name, each run once; a token signed by
+// another key never runs.
+func TestYandexPayThroughProxy(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := key.PublicKey.Bytes()
+	jwks := `{"keys":[{"kty":"EC","crv":"P-256","alg":"ES256","kid":"1-merchant-api","x":"` +
+		base64.RawURLEncoding.EncodeToString(pub[1:33]) + `","y":"` + base64.RawURLEncoding.EncodeToString(pub[33:]) + `"}]}`
+	jwksFile := filepath.Join(t.TempDir(), "yandex-pay.jwks")
+	if err := os.WriteFile(jwksFile, []byte(jwks), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success"}`)
+	})
+	px := proxytest.Start(t, newStore(t), site.URL, `
+senders:
+  - name: yandex-pay
+    preset: yandex-pay
+    match: { path: /v1/webhook }
+    signature: { jwks_file: `+jwksFile+` }
+`)
+	sign := func(signer *ecdsa.PrivateKey, payload string, iat time.Time) string {
+		header := `{"alg":"ES256","exp":` + strconv.FormatInt(iat.Add(5*time.Minute).Unix(), 10) + `,"iat":` + strconv.FormatInt(iat.Unix(), 10) + `,"kid":"1-merchant-api","typ":"JWT"}`
+		signed := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString([]byte(payload))
+		sum := sha256.Sum256([]byte(signed))
+		r, s, err := ecdsa.Sign(rand.Reader, signer, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := make([]byte, 64)
+		r.FillBytes(sig[:32])
+		s.FillBytes(sig[32:])
+		return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}
+	send := func(token, label string) proxytest.Reply {
+		return bxSend(t, http.MethodPost, px.URL+"/v1/webhook", "application/octet-stream", token, "X-Event-Id", label, "User-Agent", "YandexPay/1.0")
+	}
+	order := func(status, extra string) string {
+		return `{"merchantId":"m-1","event":"ORDER_STATUS_UPDATED","eventTime":"2026-01-15T08:11:09+00:00","order":{"orderId":"700aa3f0","paymentStatus":"` + status + `"` + extra + `}}`
+	}
+	now := time.Now()
+	if r := send(sign(key, order("CAPTURED", ""), now), "captured"); r.Status != 200 || r.Replayed() {
+		t.Fatalf("a signed notification: %d %q replayed=%v\n%s", r.Status, r.Body, r.Replayed(), px.Logs.String())
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			send(sign(key, order("CAPTURED", ""), now.Add(time.Duration(i)*time.Second)), "captured")
+		}()
+	}
+	wg.Wait()
+	if r := send(sign(key, order("CAPTURED", ""), now.Add(time.Minute)), "captured"); r.Status != 200 || !r.Replayed() || string(r.Body) != `{"status":"success"}` {
+		t.Errorf("a re-signed retry: %d %q replayed=%v, want the stored answer", r.Status, r.Body, r.Replayed())
+	}
+	if r := send(sign(key, order("REFUNDED", ""), now), "refunded"); r.Status != 200 || r.Replayed() {
+		t.Errorf("the order's next status: %d replayed=%v", r.Status, r.Replayed())
+	}
+	// A change the key does not name: its own notification, and its own
+	// retry is replayed.
+	for range 2 {
+		send(sign(key, order("CAPTURED", `,"deliveryStatus":"DELIVERED"`), now), "delivered")
+	}
+	for label, want := range map[string]int{"captured": 1, "refunded": 1, "delivered": 1} {
+		if n := site.Executions(label); n != want {
+			t.Errorf("%s ran %d times, want %d", label, n, want)
+		}
+	}
+	if r := send(sign(forger, order("CAPTURED", `,"x":1`), now), "forged"); r.Status != http.StatusUnauthorized {
+		t.Errorf("a token signed by another key: %d, want 401", r.Status)
+	}
+	if r := send(sign(key, order("CANCELLED", ""), now.Add(-time.Hour)), "forged"); r.Status != http.StatusUnauthorized {
+		t.Errorf("an expired token: %d, want 401", r.Status)
+	}
+	if n := site.Executions("forged"); n != 0 {
+		t.Errorf("refused tokens ran %d times", n)
 	}
 }
