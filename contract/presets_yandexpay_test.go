@@ -44,7 +44,7 @@ func (k yandexKeys) jwk() map[string]string {
 		"x": base64.RawURLEncoding.EncodeToString(raw[1:33]), "y": base64.RawURLEncoding.EncodeToString(raw[33:])}
 }
 
-func writeJWKS(t *testing.T, path string, keys ...yandexKeys) {
+func writeJWKS(t testing.TB, path string, keys ...yandexKeys) {
 	t.Helper()
 	set := map[string]any{"keys": []map[string]string{}}
 	for _, k := range keys {
@@ -58,7 +58,7 @@ func writeJWKS(t *testing.T, path string, keys ...yandexKeys) {
 
 // token is a Yandex Pay notification: the header as Yandex documents it
 // (alg, kid, iat, exp, typ), the payload, ES256 r||s, each base64url.
-func (k yandexKeys) token(t *testing.T, payload string, iat time.Time, alg string) string {
+func (k yandexKeys) token(t testing.TB, payload string, iat time.Time, alg string) string {
 	t.Helper()
 	header := `{"alg":"` + alg + `","exp":` + strconv.FormatInt(iat.Add(5*time.Minute).Unix(), 10) + `,"iat":` +
 		strconv.FormatInt(iat.Unix(), 10) + `,"kid":"` + k.kid + `","typ":"JWT"}`
@@ -239,3 +239,35 @@ func TestYandexPayConfig(t *testing.T) {
 }
 
 func x509MarshalEC(k *ecdsa.PrivateKey) ([]byte, error) { return x509.MarshalECPrivateKey(k) }
+
+// FuzzYandexPayToken: whatever body arrives, the token check neither
+// panics nor accepts a header or payload the pinned key did not sign, and
+// reading key parts from it never panics.
+func FuzzYandexPayToken(f *testing.F) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	yk := yandexKeys{key: k, kid: "1-merchant-api", jwks: filepath.Join(f.TempDir(), "k.jwks")}
+	writeJWKS(f, yk.jwks, yk)
+	s := mustSender(f, "preset: yandex-pay", "signature: {jwks_file: "+yk.jwks+"}")
+	now := time.Now()
+	good := yk.token(f, yandexOrder("o1", "CAPTURED"), now, "ES256")
+	signed := good[:strings.LastIndexByte(good, '.')]
+	f.Add(good)
+	f.Add(good[:len(good)-3])
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Add(strings.Repeat("e", 200) + "." + strings.Repeat("f", 200) + ".")
+	f.Fuzz(func(t *testing.T, body string) {
+		req := delivery(t, "POST", "/v1/webhook", "application/octet-stream", body, "")
+		err := s.Verify(req, now)
+		// ECDSA signatures are malleable (s and n-s both hold), so another
+		// signature may pass; the signed header and payload may not change.
+		if b := strings.TrimSpace(body); err == nil && !strings.HasPrefix(b, signed+".") {
+			t.Fatalf("accepted a body the key did not sign: %q", body)
+		}
+		_, _ = s.Key(req)
+		_, _, _ = s.RequestHash(req)
+	})
+}

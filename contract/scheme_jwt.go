@@ -122,7 +122,8 @@ func splitJWT(body []byte) (header, payload, sig, signed []byte, err error) {
 	if len(parts) != 3 {
 		return nil, nil, nil, nil, errors.New("not a compact JWT (three base64url parts)")
 	}
-	dec := func(b []byte) ([]byte, error) { return base64.RawURLEncoding.DecodeString(string(b)) }
+	// Strict: one encoding per value, so no two bodies carry one token.
+	dec := func(b []byte) ([]byte, error) { return base64.RawURLEncoding.Strict().DecodeString(string(b)) }
 	if header, err = dec(parts[0]); err != nil {
 		return nil, nil, nil, nil, errors.New("header is not base64url")
 	}
