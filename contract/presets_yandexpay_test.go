@@ -131,6 +131,12 @@ func TestYandexPayPreset(t *testing.T) {
 			t.Errorf("%s: a retry reads key %q hash %s (%v), the first %q %s (%v)", tt.what, k2, h2, e2, key, h1, e1)
 		}
 	}
+	// A payload with a repeated key is read as PHP's json_decode reads
+	// it, the last one winning (trap 20 in ARCHITECTURE.md).
+	dup := yk.token(t, `{"event":"ORDER_STATUS_UPDATED","order":{"orderId":"first","orderId":"last","paymentStatus":"CAPTURED"}}`, now, "ES256")
+	if key, err := s.Key(yandexReq(t, dup)); err != nil || key != "ORDER_STATUS_UPDATED:order.orderId=last:CAPTURED" {
+		t.Errorf("a repeated orderId: key %q %v, want the last one", key, err)
+	}
 	// A change the key does not name (here a delivery status) hashes
 	// otherwise, and new_event makes it its own notification.
 	a, _, _ := s.RequestHash(yandexReq(t, yk.token(t, yandexOrder("700aa3f0", "CAPTURED"), now, "ES256")))

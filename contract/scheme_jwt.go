@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/hookonce/hookonce/contract/internal/php"
 )
 
 // jwt-es256: the body is a compact JWT (header.payload.signature, each
@@ -191,31 +189,14 @@ func (v *jwtVerifier) Verify(req *Request, now time.Time) error {
 }
 
 // jwtValue reads name, a gjson path, from the payload of the JWT in body,
-// as Value reads a JSON body.
+// exactly as Value reads a JSON body (PHP's json_decode: the last of
+// repeated keys wins, numbers as PHP prints them).
 func jwtValue(body []byte, name string) (string, bool, error) {
 	_, payload, _, _, err := splitJWT(body)
 	if err != nil {
 		return "", false, fmt.Errorf("body is not a JWT: %w", err)
 	}
-	res := gjson.GetBytes(payload, name)
-	switch res.Type {
-	case gjson.String:
-		return res.Str, true, nil
-	case gjson.Number:
-		v, ok := php.Number(res.Raw)
-		if !ok {
-			return "", false, errors.New("not a number PHP can read")
-		}
-		return v, true, nil
-	case gjson.Null:
-		return "", false, nil
-	case gjson.True, gjson.False:
-		return "", false, errors.New("a boolean, not a string or number")
-	}
-	if !res.Exists() {
-		return "", false, nil
-	}
-	return "", false, errors.New("an object or array, not a string or number")
+	return (&Request{Body: payload}).Value(FromBody, name)
 }
 
 // jwtPayload returns the decoded payload of the JWT in body, for hash
