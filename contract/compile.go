@@ -320,7 +320,11 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			if len(sf.Key) == 0 {
 				s.Keys = append([]KeyPart(nil), p.Keys...)
 			}
-			sigCfg = p.Signature.merge(sf.Signature)
+			if p.Signature.Scheme != "" || sf.Signature != nil {
+				// A preset for a sender that signs nothing (mollie) has
+				// no scheme: unless the file adds one, nothing is checked.
+				sigCfg = p.Signature.merge(sf.Signature)
+			}
 			s.Success = p.Success
 			if p.FinalStatuses != "" {
 				s.FinalStatuses = *mustStatuses(p.FinalStatuses)
@@ -431,6 +435,8 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 			ser.Wait = time.Duration(*w)
 		}
 		s.Serialize = ser
+	} else if keys := presetSerialize(s.Preset); keys != nil {
+		s.Serialize = &Serialize{Scope: s.Name, Keys: append([]KeyPart(nil), keys...), Wait: s.UpstreamTimeout}
 	}
 	// A ttl the file leaves alone covers the preset's retry window, so a
 	// config that sets none never warns (Standard Webhooks' 75h is more

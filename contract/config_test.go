@@ -76,7 +76,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "defaults:\n  ttl: forever\n", `x.yaml:2: field defaults.ttl: invalid duration "forever"`},
 		{"bad size", "max_body: lots\n", `x.yaml:1: field max_body: invalid size "lots"`},
 		{"short lease", "defaults:\n  lease: 1ms\n", `x.yaml:2: field defaults.lease: 1ms is too short`},
-		{"unknown preset", "senders:\n  - name: a\n    preset: paypal\n    match: {path: /a}\n", `x.yaml:3: sender "a": field preset: unknown preset "paypal"`},
+		{"unknown preset", "senders:\n  - name: a\n    preset: lemonsqueezy\n    match: {path: /a}\n", `x.yaml:3: sender "a": field preset: unknown preset "lemonsqueezy"`},
 		{"signature without scheme", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    signature: {secret_env: S}\n", `x.yaml:5: sender "a": field signature.scheme: required`},
 		{"ignore without json", "senders:\n  - name: a\n    match: {path: /a}\n    key: [{header: X}]\n    ignore: [a]\n", `field ignore: only applies with hash: json`},
 		{"bad name", "senders:\n  - name: Shop Two\n    match: {path: /a}\n    key: [{header: X}]\n", `field name: "Shop Two": use lowercase`},

@@ -26,11 +26,17 @@ var templateRef = regexp.MustCompile(`\{(header|body|query|form|request)\.([^{}]
 func signatureCoverage(cfg SignatureConfig) coverage {
 	c := coverage{sources: map[Source]bool{}, exclude: map[string]bool{}, names: map[string]bool{}}
 	switch cfg.Scheme {
-	case SchemeStripe, SchemeGitHub, SchemeShopify, SchemeSlack, SchemeHMACSHA256:
+	case SchemeStripe, SchemeGitHub, SchemeShopify, SchemeSlack, SchemePaddle, SchemeHMACSHA256:
 		c.judged, c.body = true, true
 	case SchemeStandardWebhooks:
 		c.judged, c.body = true, true
 		c.names["header."+http.CanonicalHeaderKey("Webhook-Id")] = true
+	case SchemePayPal:
+		// The body only through its CRC32, which anyone can match: no
+		// body part is vouched for (docs/senders.md, PayPal).
+		c.judged = true
+		c.names["header."+http.CanonicalHeaderKey("Paypal-Transmission-Id")] = true
+		c.names["header."+http.CanonicalHeaderKey("Paypal-Transmission-Time")] = true
 	case SchemeDigest, SchemeHMAC:
 		c.judged = true
 		if m := cfg.Message; m != nil {

@@ -70,7 +70,16 @@ func canonicalQuery(v *php.Var) string {
 // of the raw body, or with hash: json of its canonical form (sorted keys, no
 // insignificant whitespace, numbers as written, ignore paths removed).
 func (s *Sender) PayloadHash(body []byte) (string, error) {
-	if s.Hash == HashJSON {
+	if s.Hash == HashJWT {
+		// The token's payload, canonical: a notification signed anew (a
+		// retry) is the same payload (scheme_jwt.go).
+		p, err := jwtPayload(body)
+		if err != nil {
+			return "", err
+		}
+		body = p
+	}
+	if s.Hash == HashJSON || s.Hash == HashJWT {
 		h := sha256.New()
 		if err := writeCanonicalJSON(h, body, s.Ignore); err != nil {
 			return "", err

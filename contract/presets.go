@@ -207,6 +207,10 @@ var presets = map[string]preset{
 	"cdek":          cdek,
 	"amocrm":        amocrm,
 	"woocommerce":   woocommerce,
+	"paddle":        paddle,
+	"mollie":        mollie,
+	"paypal":        paypal,
+	"yandex-pay":    yandexpay,
 }
 
 // The payment senders of a 1C-Bitrix shop. Each reads its values where

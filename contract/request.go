@@ -123,6 +123,8 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 			}
 			return "", false, errors.New("an object or array, not a string or number")
 		}
+	case FromJWT:
+		return jwtValue(q.Body, name)
 	}
 	return "", false, fmt.Errorf("unknown source %q", src)
 }

@@ -88,6 +88,8 @@ func (v *hmacVerifier) Verify(req *Request, now time.Time) error {
 		return v.standardWebhooks(h, body, now)
 	case SchemeSlack:
 		return v.slack(h, body, now)
+	case SchemePaddle:
+		return v.paddle(h, body, now)
 	default:
 		return v.generic(h, body)
 	}

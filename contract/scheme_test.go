@@ -182,7 +182,7 @@ func TestGenericConfigErrors(t *testing.T) {
 
 func TestSchemeNamesListEveryScheme(t *testing.T) {
 	_, err := contract.Parse([]byte(senderYAML("key: [{form: id}]", "signature: {scheme: nope}")), "test.yaml")
-	want := "known: basic, digest, github, hmac, hmac-sha256, shopify, slack, source-address, standard-webhooks, stripe, token)"
+	want := "known: basic, digest, github, hmac, hmac-sha256, jwt-es256, paddle, paypal, shopify, slack, source-address, standard-webhooks, stripe, token)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to list %s", err, want)
 	}

@@ -14,7 +14,7 @@ type Verifier interface {
 	Verify(req *Request, now time.Time) error
 }
 
-// Signature schemes. The first six are HMAC-SHA256 over the raw body in
+// Signature schemes. The first seven are HMAC-SHA256 over the raw body in
 // one sender's arrangement; the rest are generic building blocks for
 // senders no preset knows (scheme_digest.go, scheme_token.go,
 // scheme_addr.go).
@@ -24,12 +24,15 @@ const (
 	SchemeShopify          = "shopify"
 	SchemeStandardWebhooks = "standard-webhooks"
 	SchemeSlack            = "slack"
+	SchemePaddle           = "paddle"
 	SchemeHMACSHA256       = "hmac-sha256"
 	SchemeDigest           = "digest"         // a hash of a message that holds the secret
 	SchemeHMAC             = "hmac"           // an HMAC of a message, keyed with the secret
 	SchemeToken            = "token"          // the secret itself, in a field or header
 	SchemeBasic            = "basic"          // HTTP Basic, the secret being user:password
 	SchemeSourceAddress    = "source-address" // the sender's address in an allowlist
+	SchemePayPal           = "paypal"         // SHA256withRSA under a pinned PayPal certificate
+	SchemeJWTES256         = "jwt-es256"      // the body is a JWT signed ES256 by a key of a pinned JWKS
 )
 
 // DefaultTolerance is how far a signed timestamp may be from the proxy's
@@ -48,9 +51,9 @@ const DefaultTolerance = 5 * time.Minute
 //	  secret_file: /run/secrets/x  # ... or a file, read whole, surrounding whitespace trimmed
 //	  previous_secret_env: OLD     # rotation: a second secret also accepted while
 //	  previous_secret_file: ...    #   the sender moves from it to the first one
-//	  tolerance: 5m                # stripe, standard-webhooks, slack: timestamp window
+//	  tolerance: 5m                # stripe, standard-webhooks, slack, paddle: timestamp window
 //
-// The schemes stripe, github, shopify, standard-webhooks, slack and
+// The schemes stripe, github, shopify, standard-webhooks, slack, paddle and
 // hmac-sha256 are HMAC-SHA256 over the raw body. The generic ones describe
 // a sender no preset knows:
 //
@@ -84,6 +87,13 @@ const DefaultTolerance = 5 * time.Minute
 //	scheme: source-address       # the sender's address (through trusted_proxies)
 //	allow: [185.71.76.0/27, 77.75.156.11, "2a02:5180::/32"]   # no secret
 //
+//	scheme: paypal               # PayPal's SHA256withRSA over transmission id, time,
+//	webhook_id: 1JE4291016473214C  #   this webhook id and the body's CRC32; no secret:
+//	cert_file: paypal-cert.pem   #   PayPal's certificate, pinned (never fetched)
+//
+//	scheme: jwt-es256            # the body is a JWT signed ES256 (Yandex Pay); no secret:
+//	jwks_file: yandex-pay.jwks   #   the provider's published keys, pinned (never fetched)
+//
 // allow may be given with any other scheme too: the delivery must then
 // come from a listed address *and* carry a valid signature (the address is
 // checked first).
@@ -110,6 +120,10 @@ type SignatureConfig struct {
 	Message   *MessageConfig `yaml:"message"`
 	From      []keyPartFile  `yaml:"from"`
 	Allow     []string       `yaml:"allow"`
+
+	CertFile  string `yaml:"cert_file"`
+	WebhookID string `yaml:"webhook_id"`
+	JWKSFile  string `yaml:"jwks_file"`
 }
 
 // SecretSource is one entry of signature.secrets: an environment
@@ -154,6 +168,9 @@ func (c SignatureConfig) merge(o *SignatureConfig) *SignatureConfig {
 	set(&c.Encoding, o.Encoding)
 	set(&c.Prefix, o.Prefix)
 	set(&c.Algorithm, o.Algorithm)
+	set(&c.CertFile, o.CertFile)
+	set(&c.WebhookID, o.WebhookID)
+	set(&c.JWKSFile, o.JWKSFile)
 	// One source per secret: a sender that names a file replaces the
 	// preset's (or defaults') environment variable, and the other way round.
 	if o.SecretEnv != "" || o.SecretFile != "" {
@@ -215,12 +232,15 @@ var schemes = map[string]schemeDef{
 	SchemeShopify:          {header: "X-Shopify-Hmac-Sha256", fixedFmt: true},
 	SchemeStandardWebhooks: {header: "Webhook-Signature", timed: true, whsec: true, fixedFmt: true},
 	SchemeSlack:            {header: "X-Slack-Signature", timed: true, fixedFmt: true},
+	SchemePaddle:           {header: "Paddle-Signature", timed: true, fixedFmt: true},
 	SchemeHMACSHA256:       {},
 	SchemeDigest:           {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},
 	SchemeHMAC:             {build: buildMessageScheme, takes: []string{"algorithm", "message", "from", "encoding"}},
 	SchemeToken:            {build: buildToken, takes: []string{"from"}},
 	SchemeBasic:            {build: buildBasic},
 	SchemeSourceAddress:    {build: buildSourceAddress, takes: []string{"allow"}, noSecret: true},
+	SchemePayPal:           {build: buildPayPal, takes: []string{"cert_file", "webhook_id", "tolerance"}, noSecret: true},
+	SchemeJWTES256:         {build: buildJWT, takes: []string{"jwks_file", "tolerance"}, noSecret: true},
 }
 
 // schemeNames lists the schemes, sorted, for messages.
@@ -302,10 +322,11 @@ func (c *sigCompiler) checkGenericFields() {
 	set := map[string]bool{
 		"algorithm": c.cfg.Algorithm != "", "message": c.cfg.Message != nil,
 		"from": c.cfg.From != nil, "allow": c.cfg.Allow != nil,
+		"cert_file": c.cfg.CertFile != "", "webhook_id": c.cfg.WebhookID != "", "jwks_file": c.cfg.JWKSFile != "",
 	}
 	// allow applies to every scheme: with source-address it is the whole
 	// check, with any other an allowlist before the signature.
-	for _, f := range []string{"algorithm", "message", "from"} {
+	for _, f := range []string{"algorithm", "message", "from", "cert_file", "webhook_id", "jwks_file"} {
 		if set[f] && !slices.Contains(c.def.takes, f) {
 			c.bad(f, "does not apply to scheme %s", c.cfg.Scheme)
 		}
@@ -324,7 +345,7 @@ func (c *sigCompiler) checkGenericFields() {
 	if c.cfg.Encoding != "" && !slices.Contains(c.def.takes, "encoding") {
 		c.bad("encoding", "does not apply to scheme %s", c.cfg.Scheme)
 	}
-	if c.cfg.Tolerance != nil {
+	if c.cfg.Tolerance != nil && !slices.Contains(c.def.takes, "tolerance") {
 		c.bad("tolerance", "scheme %s signs no timestamp", c.cfg.Scheme)
 	}
 }

@@ -36,6 +36,7 @@ senders:
   - { name: shopify, preset: shopify, match: { path: /shopify }, signature: { secret_env: PROBE_PRESET_SECRET } }
   - { name: standard-webhooks, preset: standard-webhooks, match: { path: /svix }, signature: { secret_env: PROBE_PRESET_SECRET } }
   - { name: slack, preset: slack, match: { path: /slack }, signature: { secret_env: PROBE_PRESET_SECRET } }
+  - { name: paddle, preset: paddle, match: { path: /paddle }, signature: { secret_env: PROBE_PRESET_SECRET } }
   - { name: hmac-sha256, match: { path: /hmac }, key: [ { body: id } ], signature: { scheme: hmac-sha256, header: X-Signature, secret_env: PROBE_PRESET_SECRET } }
 `
 
@@ -43,7 +44,7 @@ var presetPaths = map[string]string{
 	"robokassa": "/robokassa/result.php", "tbank": "/tbank/notify.php", "rbs": "/rbs/callback.php",
 	"cloudpayments": "/bitrix/tools/sale_ps_result.php", "telegram": "/tg/hook.php",
 	"paykeeper": "/paykeeper/result.php", "cdek": "/cdek/hook.php", "stripe": "/stripe", "github": "/github",
-	"shopify": "/shopify", "standard-webhooks": "/svix", "slack": "/slack", "hmac-sha256": "/hmac",
+	"shopify": "/shopify", "standard-webhooks": "/svix", "slack": "/slack", "hmac-sha256": "/hmac", "paddle": "/paddle",
 }
 
 func md5hex(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -211,7 +212,7 @@ func TestProbeEveryPreset(t *testing.T) {
 // success answer all fail the probe; none prints PASS for the new event.
 func TestProbeFailsAgainstARefusingDeployment(t *testing.T) {
 	d := startPresetDeployment(t)
-	for _, preset := range []string{"robokassa", "paykeeper", "tbank", "cloudpayments", "rbs", "telegram", "cdek"} {
+	for _, preset := range []string{"robokassa", "paykeeper", "tbank", "cloudpayments", "rbs", "telegram", "cdek", "paddle"} {
 		t.Run(preset+"/WrongSecret", func(t *testing.T) {
 			before := d.site.executions(presetPaths[preset])
 			res, out := d.probe(t, preset, "not-the-secret")
@@ -259,10 +260,13 @@ func TestProbeFailsAgainstARefusingDeployment(t *testing.T) {
 // for are refused by name, before anything is sent.
 func TestProbeRefusesWhatItCannotTest(t *testing.T) {
 	for preset, want := range map[string]string{
-		"yookassa":    "network address",
-		"woocommerce": "no event id",
-		"bitrix24":    "without dedupe",
-		"paypal":      "want one of",
+		"yookassa":     "network address",
+		"woocommerce":  "no event id",
+		"bitrix24":     "without dedupe",
+		"paypal":       "private key",
+		"yandex-pay":   "private keys",
+		"mollie":       "without dedupe",
+		"lemonsqueezy": "want one of",
 	} {
 		err := (&probe.Config{Target: "http://127.0.0.1:1", Sender: "s", Scheme: preset, Secret: "x"}).Validate()
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), preset) {

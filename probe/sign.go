@@ -65,6 +65,12 @@ var refused = map[string]string{
 		"so there is no repeat to replay or conflict to find; check its URL token with a test change in amoCRM",
 	"bitrix24": "the bitrix24 preset forwards every event without dedupe (Bitrix24 sends no event id and does not resend), " +
 		"so there is no repeat to replay or conflict to find; check its token with a test event from the portal",
+	"mollie": "the mollie preset forwards every call without dedupe (Mollie posts the same id for every status change), " +
+		"so there is no repeat to replay or conflict to find; make a test payment in Mollie's test mode",
+	"paypal": "PayPal signs with its own certificate's private key, which no probe holds; " +
+		"send a mock event from PayPal's Webhooks simulator to the listener (its webhook_id) instead",
+	"yandex-pay": "Yandex Pay signs its tokens with Yandex's private keys, which no probe holds; " +
+		"make a test payment in Yandex Pay's sandbox instead",
 }
 
 func jsonBody(doc map[string]any) []byte {
@@ -324,6 +330,21 @@ var shapes = map[string]shape{
 		success: answerIs(func(c *Config, id string) string { return "OK " + md5hex(id+c.Secret) },
 			"OK md5(id+secret)"),
 		answer: "2xx, OK md5(id+secret)",
+	},
+	// Paddle Billing: a notification whose notification_id is the id,
+	// signed in Paddle-Signature (ts and h1 over "ts:body").
+	"paddle": {
+		ownKey: true,
+		build: func(c *Config, id string, v int, now time.Time) delivery {
+			body := jsonBody(map[string]any{"event_id": "evt_" + id, "event_type": "transaction.completed",
+				"occurred_at": "2000-01-01T00:00:00.000000Z", "notification_id": id, "data": probeDoc(v)})
+			ts := strconv.FormatInt(now.Unix(), 10)
+			h := http.Header{}
+			h.Set("Content-Type", "application/json")
+			h.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(mac([]byte(c.Secret), []byte(ts+":"), body)))
+			return delivery{method: http.MethodPost, header: h, body: body}
+		},
+		recordKey: func(id string) string { return id },
 	},
 	// CDEK: an ORDER_STATUS webhook, the secret token in the URL's query.
 	// CDEK does not resend, so another body under one key is an event of
