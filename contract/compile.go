@@ -206,6 +206,13 @@ func compileSite(sf siteFile, top *yaml.Node, e *Error) Site {
 		}
 		site.Extensions = append(site.Extensions, x)
 	}
+	switch sf.Request {
+	case "", "php":
+	case SiteRequestGetPost:
+		site.Request = SiteRequestGetPost
+	default:
+		e.add(Problem{Line: fieldLine(top, "site.request"), Field: "site.request", Msg: fmt.Sprintf("%q: want get_post (the site reads request: names as array_merge($_GET, $_POST), as 1C-Bitrix's $request->get() does) or php (any way PHP may, the default)%s", sf.Request, didYouMean(sf.Request, []string{SiteRequestGetPost, "php"}))})
+	}
 	return site
 }
 

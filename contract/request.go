@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hookonce/hookonce/contract/internal/php"
@@ -31,10 +32,14 @@ type Request struct {
 	query, form *php.Var
 	request     *php.Var // query overlaid with form (FromRequest)
 	ambiguous   []string // top-level names $_REQUEST and $request->get() read differently
-	formErr     error
-	canon       []byte // the body canonicalised, for paths that need gjson syntax
-	jsonErr     error  // the body is not JSON to PHP
-	jsonDone    bool
+	// getPost: the site reads request: names as array_merge($_GET,
+	// $_POST) only (site.request: get_post, 1C-Bitrix's $request->get()),
+	// never from cookies.
+	getPost  bool
+	formErr  error
+	canon    []byte // the body canonicalised, for paths that need gjson syntax
+	jsonErr  error  // the body is not JSON to PHP
+	jsonDone bool
 }
 
 // NewRequest wraps an incoming request whose body has been read whole.
@@ -42,6 +47,14 @@ type Request struct {
 // the names the site reads them by (CGIHeader).
 func NewRequest(r *http.Request, path string, body []byte, client netip.Addr) *Request {
 	return &Request{Method: r.Method, Path: path, Header: CGIHeader(r.Header), RawQuery: r.URL.RawQuery, Body: body, Client: client}
+}
+
+// Request is NewRequest with the site's reading of request: names
+// (site.request): what Inspect and a redelivery judge.
+func (c *Contract) Request(r *http.Request, path string, body []byte) *Request {
+	q := NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))
+	q.getPost = c.Site.Request == SiteRequestGetPost
+	return q
 }
 
 // Source says where a value is read from.
@@ -58,6 +71,10 @@ const (
 	// gateways that may call back with GET or POST (Robokassa, the RBS
 	// gateways) are read from here.
 	FromRequest Source = "request"
+	// FromWCAPI is the WooCommerce API handler the request runs
+	// (woocommerce_api_<name>), read as WooCommerce reads it on any URL
+	// of the shop: wcAPI. Its name is ignored.
+	FromWCAPI Source = "wc_api"
 )
 
 // errNotJSON and errNotForm say why a body value cannot be read.
@@ -99,6 +116,8 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		}
 		v, ok = q.requestVars().Lookup(name)
 		return v, ok, nil
+	case FromWCAPI:
+		return q.wcAPI()
 	case FromBody:
 		res, err := q.bodyPath(name)
 		if err != nil {
@@ -274,6 +293,15 @@ func (q *Request) requestVars() *php.Var {
 		form = f
 	}
 	merged, ambiguous := php.Overlay(q.queryVars(), form)
+	if q.getPost {
+		// array_merge($_GET, $_POST) is the one reading: a form array
+		// replaces the query's, as merged holds it. Only integer names,
+		// which array_merge renumbers, stay unreadable.
+		ambiguous = slices.DeleteFunc(ambiguous, func(n string) bool { return !intName(n) })
+		q.ambiguous = append(q.ambiguous, ambiguous...)
+		q.request = merged
+		return merged
+	}
 	q.ambiguous = append(q.ambiguous, ambiguous...)
 	// PHP without request_order (its built-in default, variables_order
 	// EGPCS) puts cookies in $_REQUEST too, over the query and the form:
@@ -281,6 +309,13 @@ func (q *Request) requestVars() *php.Var {
 	q.ambiguous = append(q.ambiguous, cookieNames(q.Header)...)
 	q.request = merged
 	return merged
+}
+
+// intName reports whether a PHP array key is an integer one (array_merge
+// renumbers those).
+func intName(k string) bool {
+	n, err := strconv.ParseInt(k, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == k
 }
 
 // cookieNames are the top-level PHP names of the request's cookies, as
@@ -308,7 +343,7 @@ func cookieNames(h http.Header) []string {
 // array_merge (Bitrix) takes the form's whole array; and array_merge
 // renumbers integer names. Only names under such a top-level name are
 // refused.
-var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ")
+var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ (a site that reads request: as $request->get() does says site.request: get_post)")
 
 // requestAmbiguous reports whether the top-level name of a FromRequest
 // name is read differently by $_REQUEST and $request->get().

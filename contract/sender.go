@@ -147,7 +147,10 @@ func (s *Sender) Passthrough(req *Request, keyErr error) (reason string, ok bool
 		if shape.IfKeyMissing && (keyErr == nil || errors.Is(keyErr, ErrBadKey)) {
 			continue
 		}
-		if allHold(shape.When, req) {
+		// A shape whose condition cannot be read is not one: the
+		// delivery is deduplicated (or refused for its key), never let
+		// past dedupe on a reading hookonce cannot make.
+		if ok, err := allHold(shape.When, req); ok && err == nil {
 			return shape.Reason, true
 		}
 	}
