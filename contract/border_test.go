@@ -281,3 +281,22 @@ senders:
 		t.Errorf("a wc_api name WooCommerce would clean: %v", err)
 	}
 }
+
+// TestQueryWCAPIWarns: a condition on the raw wc-api value is the
+// recipe the old docs gave; check says what it misses.
+func TestQueryWCAPIWarns(t *testing.T) {
+	t.Setenv("ROBOKASSA_PASSWORD2", "x")
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: robokassa
+    preset: robokassa
+    match: { path: /, when: [ { query: wc-api, matches: "(?i)^robokassa_result$" } ] }
+    signature: { secret_env: ROBOKASSA_PASSWORD2 }
+`), "wc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(c.Warnings, "\n"), "{ wc_api: <name> }") {
+		t.Errorf("no warning about query: wc-api: %q", c.Warnings)
+	}
+}

@@ -195,6 +195,14 @@ func (s *Sender) warnings() []string {
 			", which "+s.Preset+" is documented to call back with: those callbacks would get 405 (write match.method: "+
 			strings.Join(s.presetMethods, ",")+", or leave it out)")
 	}
+	for _, c := range s.When {
+		if (c.Source == FromQuery || c.Source == FromRequest || c.Source == FromForm) && c.Name == "wc-api" {
+			out = append(out, "match.when "+c.String()+" compares wc-api as sent, on one path, where WooCommerce lowercases it, drops "+
+				"characters and reads it on every URL (form and /wc-api/ endpoint too): a callback spelled otherwise runs the handler "+
+				"without dedupe; write { wc_api: <name> } with path /* (docs/woocommerce.md)")
+			break
+		}
+	}
 	if parts := s.uncoveredKeyParts(); len(parts) > 0 {
 		out = append(out, "key "+strings.Join(parts, ", ")+" is not covered by the signature: anyone holding one signed "+
 			"delivery can send it again under another event id, and the site's handler runs again; key on a value "+
