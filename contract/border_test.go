@@ -300,3 +300,49 @@ senders:
 		t.Errorf("no warning about query: wc-api: %q", c.Warnings)
 	}
 }
+
+// TestSignedDeliveryUnderAnotherMethod: on a path that forwards every
+// method (a written unmatched: pass), a signed Robokassa callback sent as
+// PUT (PHP fills $_GET for it too) is judged, not forwarded unread, and
+// refused as robokassa's; an unsigned PUT is the site's.
+func TestSignedDeliveryUnderAnotherMethod(t *testing.T) {
+	t.Setenv("ROBOKASSA_PASSWORD2", "robo-pass-2")
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: robokassa
+    preset: robokassa
+    match: { path: "/*", when: [ { wc_api: robokassa_result } ] }
+    signature: { secret_env: ROBOKASSA_PASSWORD2 }
+paths:
+  /*: { unmatched: pass }
+`), "wc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := c.Route("/")
+	if !rt.JudgesUnaccepted("PUT") || rt.JudgesUnaccepted("GET") {
+		t.Fatalf("JudgesUnaccepted PUT %v, GET %v; want true, false", rt.JudgesUnaccepted("PUT"), rt.JudgesUnaccepted("GET"))
+	}
+	q := url.Values{"OutSum": {"10.00"}, "InvId": {"7"}}
+	q.Set("SignatureValue", providersign.Robokassa(md5.New, "robo-pass-2", q))
+	if got, err := judgeOn(t, c, "PUT", "/?wc-api=robokassa_result&"+q.Encode(), ""); got != "" || !errors.Is(err, contract.ErrSignedUnmatched) || !strings.Contains(err.Error(), "method PUT") {
+		t.Errorf("signed PUT: %q, %v; want refused as robokassa's under another method", got, err)
+	}
+	if got, err := judgeOn(t, c, "PUT", "/?wc-api=robokassa_result&InvId=7", ""); got != "" || err != nil {
+		t.Errorf("unsigned PUT: %q, %v; want the site's", got, err)
+	}
+	// The default pass keeps its 405 for such methods: nothing to judge.
+	d, err := contract.Parse([]byte(`
+senders:
+  - name: robokassa
+    preset: robokassa
+    match: { path: "/*", when: [ { wc_api: robokassa_result } ] }
+    signature: { secret_env: ROBOKASSA_PASSWORD2 }
+`), "wc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Route("/").JudgesUnaccepted("PUT") {
+		t.Error("a default pass judges PUT; it answers 405")
+	}
+}

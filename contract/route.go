@@ -200,6 +200,24 @@ func (rt *Route) ForwardsUnmatched(method string) bool {
 	return true
 }
 
+// JudgesUnaccepted reports whether a request with a method no sender on
+// the route accepts is still read and judged before it is forwarded: the
+// route forwards it (a written unmatched: pass, not shadow) and a sender
+// on it verifies deliveries, so a signed delivery resent with another
+// method (PHP fills $_GET for any method) is refused as a signed sender's
+// changed copy (ErrSignedUnmatched) rather than handed on unread.
+func (rt *Route) JudgesUnaccepted(method string) bool {
+	if rt.AcceptsMethod(method) || !rt.ForwardsUnmatched(method) || rt.Shadow() {
+		return false
+	}
+	for _, s := range rt.Senders {
+		if s.HasSignature() {
+			return true
+		}
+	}
+	return false
+}
+
 // Allowed returns the methods some sender on the route accepts, sorted;
 // nil when one accepts any method.
 func (rt *Route) Allowed() []string {

@@ -287,8 +287,22 @@ func TestWooCommerceCallbackVariantsRunOnce(t *testing.T) {
 	if n := len(runsOf(t, site, "robokassa-502")); n != 1 {
 		t.Fatalf("the callback ran the handler %d times in all, want once", n)
 	}
+	// The signed callback under a method no sender accepts: PHP fills
+	// $_GET for a PUT too, so the site runs the handler for it; the path
+	// forwards every method (unmatched: pass), and hookonce refuses this
+	// one as a signed delivery of robokassa rather than hand it on.
+	put := "/index.php?wc-api=robokassa_result&" + sign("504").Encode()
+	if r := send(t, site.URL, "127.0.0.1", "PUT", put, ""); r.status != 200 || r.body != "OK504" {
+		t.Fatalf("control PUT straight to the site: %d %q; want the handler to run", r.status, r.body)
+	}
+	if r := send(t, fr.URL, "127.0.0.2", "PUT", "/index.php?wc-api=robokassa_result&"+sign("502").Encode(), ""); r.status != 400 || !strings.Contains(r.body, "robokassa") {
+		t.Errorf("PUT of the signed callback: %d %q, want 400 naming robokassa", r.status, r.body)
+	}
+	if n := len(runsOf(t, site, "robokassa-502")); n != 1 {
+		t.Fatalf("after the PUT, the callback ran the handler %d times in all, want once", n)
+	}
 	// Pages are the shop's, through hookonce untouched, in any method.
-	for _, m := range []string{"GET", "HEAD", "POST"} {
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "OPTIONS"} {
 		if r := send(t, fr.URL, "127.0.0.2", m, "/shop/?p=1", "", form...); r.status != 200 || r.replayed() {
 			t.Errorf("%s a page: %d %q", m, r.status, r.body)
 		}

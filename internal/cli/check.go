@@ -135,7 +135,7 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 			break
 		}
 	}
-	if !rt.AcceptsMethod(r.Method) {
+	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		routeLine()
 		fmt.Fprintf(out, "tried: method %s: no sender on this path accepts it (%s)\n", r.Method, allowedText(rt))
