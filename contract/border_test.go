@@ -346,3 +346,14 @@ senders:
 		t.Error("a default pass judges PUT; it answers 405")
 	}
 }
+
+func TestSiteRequestSetting(t *testing.T) {
+	_, err := contract.Parse([]byte("site: { request: get_pots }\nsenders: []\n"), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:1: field site.request") || !strings.Contains(err.Error(), `did you mean "get_post"`) {
+		t.Errorf("a misspelt site.request: %v", err)
+	}
+	c, err := contract.Parse([]byte("site: { request: get_post }\nsenders: []\n"), "x.yaml")
+	if err != nil || c.Site.Request != contract.SiteRequestGetPost {
+		t.Errorf("site.request: get_post: %v, %+v", err, c)
+	}
+}

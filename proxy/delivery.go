@@ -216,11 +216,11 @@ func (d *delivery) serve() {
 	if err := in.Choice.Undecided; err != nil {
 		d.choose(d.firstCandidate())
 		if d.s.Shadow() {
-			d.done(OutcomeBadRequest, 0, "reason", err.Error())
+			d.done(OutcomeBadRequest, 0, "reason", err.Error(), "tried", strings.Join(in.Choice.Why, "; "))
 			d.forwardPlain()
 			return
 		}
-		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", err.Error())
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", err.Error(), "tried", strings.Join(in.Choice.Why, "; "))
 		answerUndecided(w, err.Error())
 		return
 	}

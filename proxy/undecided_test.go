@@ -47,7 +47,7 @@ senders:
 	if got := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "pay", "outcome", "bad_request") - before; got != 2 {
 		t.Errorf("hookonce_requests_total{pay,bad_request} moved %v, want 2", got)
 	}
-	if !strings.Contains(px.Logs.String(), "cannot be read as the site reads it") {
+	if !strings.Contains(px.Logs.String(), "cannot be read as the site reads it") || !strings.Contains(px.Logs.String(), `"tried":"pay: header X-Kind equals \"pay\" could not be read`) {
 		t.Errorf("the log does not name the reason:\n%s", px.Logs.String())
 	}
 	// What is absent stays absent: no X-Kind at all is no sender's, forwarded.
