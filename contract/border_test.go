@@ -357,3 +357,28 @@ func TestSiteRequestSetting(t *testing.T) {
 		t.Errorf("site.request: get_post: %v, %+v", err, c)
 	}
 }
+
+// TestArrayIsNotAbsent: a[]=… where a condition or a key reads a string
+// is something the site sees (isset() holds), never "absent".
+func TestArrayIsNotAbsent(t *testing.T) {
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: pay
+    match: { path: /a.php, method: "GET,POST", when: [ { query: kind, present: true } ] }
+    key: [ { request: id } ]
+    missing_key: pass
+`), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := judgeOn(t, c, "GET", "/a.php?kind[]=pay&id=1", ""); got != "" || !errors.Is(err, contract.ErrConditionUnreadable) {
+		t.Errorf("kind as an array: %q, %v; want unreadable", got, err)
+	}
+	r, _ := http.NewRequest("GET", "http://shop.example/a.php?kind=pay&id[x]=1", nil)
+	r.RemoteAddr = "192.0.2.1:4000"
+	path, rt, _ := c.Locate(r.URL.EscapedPath())
+	in := c.Inspect(rt, r, path, nil, time.Now())
+	if in.Choice.Sender == nil || !contract.KeyUnreadable(in.KeyErr) || in.Choice.Sender.Forwardable(in.KeyErr, in.Request) {
+		t.Errorf("id as an array: sender %v, key error %v; want unreadable and not forwarded by missing_key: pass", in.Choice.Sender, in.KeyErr)
+	}
+}

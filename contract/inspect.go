@@ -156,7 +156,12 @@ func (rt *Route) signedMiss(req *Request, now time.Time) error {
 // Forwardable reports whether req, whose key could not be read (keyErr),
 // may still go to the site without dedupe (missing_key: pass, one of the
 // preset's unkeyed shapes, or shadow mode): never for a key no event id
-// should hold.
+// should hold, nor (but in shadow mode) for one that is there but cannot
+// be read as the site reads it (a header sent twice): unreadable is not
+// absent (trap 36).
 func (s *Sender) Forwardable(keyErr error, req *Request) bool {
-	return !errors.Is(keyErr, ErrBadKey) && (s.MissingKey == MissingPass || s.PassesUnkeyed(req) || s.Shadow())
+	if errors.Is(keyErr, ErrBadKey) {
+		return false
+	}
+	return s.Shadow() || !KeyUnreadable(keyErr) && (s.MissingKey == MissingPass || s.PassesUnkeyed(req))
 }

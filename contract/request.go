@@ -101,21 +101,18 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		// last: no one reading is safe.
 		return "", false, errors.New("header sent more than once")
 	case FromQuery:
-		v, ok = q.queryVars().Lookup(name)
-		return v, ok, nil
+		return lookup(q.queryVars(), name)
 	case FromForm:
 		f, err := q.Form()
 		if err != nil {
 			return "", false, err
 		}
-		v, ok = f.Lookup(name)
-		return v, ok, nil
+		return lookup(f, name)
 	case FromRequest:
 		if q.requestAmbiguous(name) {
 			return "", false, errAmbiguousRequest
 		}
-		v, ok = q.requestVars().Lookup(name)
-		return v, ok, nil
+		return lookup(q.requestVars(), name)
 	case FromWCAPI:
 		return q.wcAPI()
 	case FromBody:
@@ -144,6 +141,19 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		}
 	}
 	return "", false, fmt.Errorf("unknown source %q", src)
+}
+
+// errArray: the name holds an array (a[]=…, a[x]=…) where a string is
+// read. PHP's isset() and a truthy test see it, an === sees no string:
+// unreadable, never absent.
+var errArray = errors.New("an array, not a string")
+
+func lookup(v *php.Var, name string) (string, bool, error) {
+	s, ok := v.Lookup(name)
+	if !ok && v.IsArray(name) {
+		return "", false, errArray
+	}
+	return s, ok, nil
 }
 
 // ErrUnreadableBody is wrapped by Unreadable (and by Form, Value and

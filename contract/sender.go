@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -144,7 +143,7 @@ func ChangedKey(key, hash string) string { return key + ":payload-sha256=" + has
 // missing (never for a key no event id should hold).
 func (s *Sender) Passthrough(req *Request, keyErr error) (reason string, ok bool) {
 	for _, shape := range s.NoDedupe {
-		if shape.IfKeyMissing && (keyErr == nil || errors.Is(keyErr, ErrBadKey)) {
+		if shape.IfKeyMissing && (keyErr == nil || KeyUnreadable(keyErr)) {
 			continue
 		}
 		// A shape whose condition cannot be read is not one: the

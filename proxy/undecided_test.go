@@ -59,3 +59,31 @@ senders:
 		t.Errorf("shadow: %d, %d site calls; want forwarded", r.StatusCode, site.calls())
 	}
 }
+
+// An event id that is there but cannot be read as the site reads it is
+// not a missing one: missing_key: pass does not forward a copy whose id
+// header came twice (it would run without dedupe); a delivery without the
+// id still goes on.
+func TestUnreadableKeyIsNotMissing(t *testing.T) {
+	const cfg = `
+senders:
+  - name: shop
+    match: { path: /hook.php }
+    key: [ { header: X-Event-Id } ]
+    missing_key: pass
+`
+	store := newStore(t)
+	site := newKeySite(t)
+	px := proxytest.Start(t, store, site.URL, cfg)
+	raw := "POST /hook.php HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\nContent-Length: 2\r\n" +
+		"X-Event-Id: e1\r\nX_Event_Id: e2\r\n\r\n{}"
+	r := rawRequest(t, strings.TrimPrefix(px.URL, "http://"), raw)
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 400 || !strings.Contains(string(b), "more than once") || site.calls() != 0 {
+		t.Fatalf("id header twice: %d %s, %d site calls; want 400 and none", r.StatusCode, b, site.calls())
+	}
+	if r := send(t, px.Server, "POST", "/hook.php", "{}"); r.StatusCode != 200 || site.calls() != 1 {
+		t.Fatalf("no id, missing_key: pass: %d, %d site calls; want forwarded", r.StatusCode, site.calls())
+	}
+}
