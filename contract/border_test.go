@@ -364,7 +364,7 @@ func TestArrayIsNotAbsent(t *testing.T) {
 	c, err := contract.Parse([]byte(`
 senders:
   - name: pay
-    match: { path: /a.php, method: "GET,POST", when: [ { query: kind, present: true } ] }
+    match: { path: /a.php, method: "GET,POST", when: [ { query: kind, matches: "^(pay)?$" } ] }
     key: [ { request: id } ]
     missing_key: pass
 `), "a.yaml")
@@ -380,5 +380,41 @@ senders:
 	in := c.Inspect(rt, r, path, nil, time.Now())
 	if in.Choice.Sender == nil || !contract.KeyUnreadable(in.KeyErr) || in.Choice.Sender.Forwardable(in.KeyErr, in.Request) {
 		t.Errorf("id as an array: sender %v, key error %v; want unreadable and not forwarded by missing_key: pass", in.Choice.Sender, in.KeyErr)
+	}
+}
+
+// TestPresentIsDecidedForValuesThatAreThere: a present condition on a
+// value that is there but not one string (a JSON boolean, an array, a
+// header sent twice) is decided: present, as isset() sees it.
+func TestPresentIsDecidedForValuesThatAreThere(t *testing.T) {
+	c, err := contract.Parse([]byte(`
+senders:
+  - name: a
+    match: { path: /p.php, when: [ { body: Success, present: true } ] }
+    key: [ { body: id } ]
+  - name: b
+    match: { path: /p.php, when: [ { header: X-Flag, present: true } ] }
+    key: [ { body: id } ]
+  - name: c
+    match: { path: /p.php, when: [ { query: f, present: false } ] }
+    key: [ { body: id } ]
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		target, body string
+		header       []string
+		want         string
+	}{
+		{"/p.php", `{"id":"1","Success":true}`, nil, "a"},
+		{"/p.php", `{"id":"1","Success":{"x":1}}`, nil, "a"},
+		{"/p.php", `{"id":"1"}`, []string{"X-Flag", "1", "X_Flag", "2"}, "b"},
+		{"/p.php?f[]=1", `{"id":"1"}`, nil, ""},
+		{"/p.php", `{"id":"1"}`, nil, "c"},
+	} {
+		if got, err := judgeOn(t, c, "POST", tc.target, tc.body, tc.header...); got != tc.want || err != nil {
+			t.Errorf("%s %s %v: %q, %v; want %q", tc.target, tc.body, tc.header, got, err, tc.want)
+		}
 	}
 }

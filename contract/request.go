@@ -99,7 +99,7 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		}
 		// The site's stack may join repeats, or keep the first or the
 		// last: no one reading is safe.
-		return "", false, errors.New("header sent more than once")
+		return "", false, thereError("header sent more than once")
 	case FromQuery:
 		return lookup(q.queryVars(), name)
 	case FromForm:
@@ -126,18 +126,18 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		case gjson.Number:
 			v, ok := php.Number(res.Raw)
 			if !ok {
-				return "", false, errors.New("not a number PHP can read")
+				return "", false, thereError("not a number PHP can read")
 			}
 			return v, true, nil
 		case gjson.Null:
 			return "", false, nil
 		case gjson.True, gjson.False:
-			return "", false, errors.New("a boolean, not a string or number")
+			return "", false, thereError("a boolean, not a string or number")
 		default:
 			if !res.Exists() {
 				return "", false, nil
 			}
-			return "", false, errors.New("an object or array, not a string or number")
+			return "", false, thereError("an object or array, not a string or number")
 		}
 	}
 	return "", false, fmt.Errorf("unknown source %q", src)
@@ -146,7 +146,20 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 // errArray: the name holds an array (a[]=…, a[x]=…) where a string is
 // read. PHP's isset() and a truthy test see it, an === sees no string:
 // unreadable, never absent.
-var errArray = errors.New("an array, not a string")
+var errArray error = thereError("an array, not a string")
+
+// thereError says why a value that is there cannot be read as one
+// string: present to the site (isset() holds), unreadable to an equals.
+type thereError string
+
+func (e thereError) Error() string { return string(e) }
+
+// isThere reports whether err says the value is there, though not as one
+// string.
+func isThere(err error) bool {
+	var t thereError
+	return errors.As(err, &t)
+}
 
 func lookup(v *php.Var, name string) (string, bool, error) {
 	s, ok := v.Lookup(name)

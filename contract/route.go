@@ -647,16 +647,21 @@ func allHold(cs []Condition, req *Request) (bool, error) {
 // Judge reports whether the condition is true for req. A value that is
 // absent as the site reads it is absent (a form condition on a JSON body:
 // the site's $_POST is empty too); one that is there but cannot be read
-// as the site reads it is an error, neither true nor false: a header sent
-// more than once (or under spellings CGI merges), an ambiguous request:
-// name, a JSON value that is no string or number, and, for equals and
-// matches, a value with control characters (a site may trim or strip
-// them).
+// as the site reads it is an error, neither true nor false: for equals
+// and matches, a header sent more than once (or under spellings CGI
+// merges), an array, a JSON value that is no string or number, a value
+// with control characters a trim or a strip would change the verdict of
+// (such values are present to a present condition); for any condition,
+// an ambiguous request: name.
 func (c Condition) Judge(req *Request) (bool, error) {
 	v, ok, err := req.Value(c.Source, c.Name)
 	if err != nil {
-		if errors.Is(err, errNotJSON) || errors.Is(err, errNotForm) {
+		switch {
+		case errors.Is(err, errNotJSON) || errors.Is(err, errNotForm):
 			return c.Present != nil && !*c.Present, nil
+		case c.Present != nil && isThere(err):
+			// Sent twice, an array, a boolean: there, as isset() sees it.
+			return *c.Present, nil
 		}
 		return false, err
 	}
