@@ -418,3 +418,22 @@ senders:
 		}
 	}
 }
+
+func TestBitrixPathWithoutGetPostWarns(t *testing.T) {
+	t.Setenv("ROBOKASSA_PASSWORD2", "x")
+	const cfg = `
+senders:
+  - name: robokassa
+    preset: robokassa
+    match: { path: /bitrix/tools/sale_ps_result.php, when: [ { request: SHP_HANDLER, equals: ROBOXCHANGE } ] }
+    signature: { secret_env: ROBOKASSA_PASSWORD2 }
+`
+	c, err := contract.Parse([]byte(cfg), "b.yaml")
+	if err != nil || !strings.Contains(strings.Join(c.Warnings, "\n"), "site: { request: get_post }") {
+		t.Errorf("no warning: %v %q", err, c.Warnings)
+	}
+	c, err = contract.Parse([]byte("site: { request: get_post }\n"+cfg), "b.yaml")
+	if err != nil || strings.Contains(strings.Join(c.Warnings, "\n"), "get_post") {
+		t.Errorf("a warning with get_post set: %v %q", err, c.Warnings)
+	}
+}

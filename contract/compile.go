@@ -175,6 +175,9 @@ func Parse(data []byte, name string) (*Contract, error) {
 		rt.settleUnmatched()
 	}
 	c.Warnings = append(c.Warnings, c.router.overlaps(name)...)
+	if w := bitrixReading(c, name); w != "" {
+		c.Warnings = append(c.Warnings, w)
+	}
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
@@ -635,3 +638,26 @@ var (
 	senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	httpToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Z-]+$")
 )
+
+// bitrixReading warns about a 1C-Bitrix path whose senders read request:
+// names while the file does not say the site reads them as Bitrix does:
+// a request: name a cookie also holds is then refused (400), where
+// site.request: get_post reads it as $request->get() does.
+func bitrixReading(c *Contract, file string) string {
+	if c.Site.Request != "" {
+		return ""
+	}
+	for _, s := range c.Senders {
+		if !strings.HasPrefix(s.Path, "/bitrix/") {
+			continue
+		}
+		reads := slices.ContainsFunc(s.When, func(cd Condition) bool { return cd.Source == FromRequest }) ||
+			slices.ContainsFunc(s.Keys, func(k KeyPart) bool { return k.Source == FromRequest })
+		if reads {
+			return file + ": sender " + s.Name + " reads request: names on a 1C-Bitrix path; Bitrix reads them as $request->get() " +
+				"(the query and the form, never cookies): write site: { request: get_post }, or a request that also " +
+				"carries such a name as a cookie is refused with 400 (docs/configuration.md: site.request)"
+		}
+	}
+	return ""
+}
