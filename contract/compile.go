@@ -175,6 +175,9 @@ func Parse(data []byte, name string) (*Contract, error) {
 		rt.settleUnmatched()
 	}
 	c.Warnings = append(c.Warnings, c.router.overlaps(name)...)
+	if w := bitrixReading(c, name); w != "" {
+		c.Warnings = append(c.Warnings, w)
+	}
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
@@ -205,6 +208,13 @@ func compileSite(sf siteFile, top *yaml.Node, e *Error) Site {
 			continue
 		}
 		site.Extensions = append(site.Extensions, x)
+	}
+	switch sf.Request {
+	case "", "php":
+	case SiteRequestGetPost:
+		site.Request = SiteRequestGetPost
+	default:
+		e.add(Problem{Line: fieldLine(top, "site.request"), Field: "site.request", Msg: fmt.Sprintf("%q: want get_post (the site reads request: names as array_merge($_GET, $_POST), as 1C-Bitrix's $request->get() does) or php (any way PHP may, the default)%s", sf.Request, didYouMean(sf.Request, []string{SiteRequestGetPost, "php"}))})
 	}
 	return site
 }
@@ -647,3 +657,26 @@ var (
 	senderName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	httpToken  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Z-]+$")
 )
+
+// bitrixReading warns about a 1C-Bitrix path whose senders read request:
+// names while the file does not say the site reads them as Bitrix does:
+// a request: name a cookie also holds is then refused (400), where
+// site.request: get_post reads it as $request->get() does.
+func bitrixReading(c *Contract, file string) string {
+	if c.Site.Request != "" {
+		return ""
+	}
+	for _, s := range c.Senders {
+		if !strings.HasPrefix(s.Path, "/bitrix/") {
+			continue
+		}
+		reads := slices.ContainsFunc(s.When, func(cd Condition) bool { return cd.Source == FromRequest }) ||
+			slices.ContainsFunc(s.Keys, func(k KeyPart) bool { return k.Source == FromRequest })
+		if reads {
+			return file + ": sender " + s.Name + " reads request: names on a 1C-Bitrix path; Bitrix reads them as $request->get() " +
+				"(the query and the form, never cookies): write site: { request: get_post }, or a request that also " +
+				"carries such a name as a cookie is refused with 400 (docs/configuration.md: site.request)"
+		}
+	}
+	return ""
+}

@@ -118,7 +118,16 @@ type Site struct {
 	// (nginx, Apache's default), such paths run no sender's script and
 	// are handed to the site untouched.
 	MultiViews bool
+	// Request is how the site reads request: names: SiteRequestGetPost
+	// (array_merge($_GET, $_POST), 1C-Bitrix's $request->get(); cookies
+	// never), or "" for any reading PHP may give ($_REQUEST with or
+	// without cookies, array_merge): a name those read differently is
+	// unreadable.
+	Request string
 }
+
+// SiteRequestGetPost is site.request: get_post.
+const SiteRequestGetPost = "get_post"
 
 // Empty returns a contract with no senders: every request is passed through.
 func Empty() *Contract {

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -76,13 +77,16 @@ func (in Inspection) Unkeyed() error {
 func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte, now time.Time) Inspection {
 	StripHopByHop(r.Header)
 	r.Header = CGIHeader(r.Header)
-	in := Inspection{Request: NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))}
+	in := Inspection{Request: c.Request(r, path, body)}
 	if in.BodyErr = in.Request.Unreadable(); in.BodyErr != nil {
 		return in
 	}
 	in.Choice = rt.Select(in.Request)
 	s := in.Choice.Sender
 	if s == nil {
+		if in.Choice.Undecided == nil {
+			in.Choice.Undecided = rt.signedMiss(in.Request, now)
+		}
 		return in
 	}
 	if reason, ok := s.Ping(in.Request); ok {
@@ -108,10 +112,64 @@ func (c *Contract) Inspect(rt *Route, r *http.Request, path string, body []byte,
 	return in
 }
 
+// ErrSignedUnmatched is wrapped by Choice.Undecided when no sender takes
+// a request that verifies as a sender's (its signature, token or address
+// holds) and that sender missed it only on what its signature does not
+// cover: a method it does not accept, or a match.when value outside the
+// signature. Anyone holding one genuine delivery can change such a part;
+// forwarded as no sender's, the copy would reach the handler without
+// dedupe.
+var ErrSignedUnmatched = errors.New("the request verifies as a sender's delivery, but its match does not take it")
+
+// signedMiss is why a request no sender on the route takes cannot be
+// called "not ours" (nil when it can): it verifies as the delivery of a
+// sender with a signature that missed it only on a part the signature
+// does not vouch for (the method, or a condition outside it). A sender
+// with a false condition its signature covers is told apart by signed
+// content: a genuine delivery it does not take (another notification of
+// the same provider) stays the site's. A sender without a signature
+// cannot be told from a stranger; its conditions must read what the
+// site's dispatch reads (docs/decision-table.md, the unmatched rule).
+func (rt *Route) signedMiss(req *Request, now time.Time) error {
+	for _, s := range rt.Senders {
+		if !s.HasSignature() {
+			continue
+		}
+		why := ""
+		if !s.acceptsMethod(req.Method) {
+			why = "method " + req.Method + " is not one it accepts"
+		} else {
+			for i := range s.When {
+				c := &s.When[i]
+				if ok, err := c.Judge(req); err != nil || ok {
+					continue
+				}
+				if s.sigCover.covers(c.Source, c.Name) {
+					why = ""
+					break // signed content says it is not this sender's
+				}
+				if why == "" {
+					why = c.String() + " does not hold, and the signature does not cover it"
+				}
+			}
+		}
+		if why == "" || s.Verify(req, now) != nil {
+			continue
+		}
+		return fmt.Errorf("%w: it verifies as sender %s's, whose %s", ErrSignedUnmatched, s.Name, why)
+	}
+	return nil
+}
+
 // Forwardable reports whether req, whose key could not be read (keyErr),
 // may still go to the site without dedupe (missing_key: pass, one of the
 // preset's unkeyed shapes, or shadow mode): never for a key no event id
-// should hold.
+// should hold, nor (but in shadow mode) for one that is there but cannot
+// be read as the site reads it (a header sent twice): unreadable is not
+// absent (trap 36).
 func (s *Sender) Forwardable(keyErr error, req *Request) bool {
-	return !errors.Is(keyErr, ErrBadKey) && (s.MissingKey == MissingPass || s.PassesUnkeyed(req) || s.Shadow())
+	if errors.Is(keyErr, ErrBadKey) {
+		return false
+	}
+	return s.Shadow() || !KeyUnreadable(keyErr) && (s.MissingKey == MissingPass || s.PassesUnkeyed(req))
 }

@@ -177,7 +177,9 @@ func leadingOnly(parts []KeyPart) bool {
 }
 
 func (k KeyPart) extract(req *Request) (string, error) {
-	if !allHold(k.When, req) {
+	if ok, err := allHold(k.When, req); err != nil {
+		return "", fmt.Errorf("%w: %s: %w", ErrMissingKey, k, unreadablePart{err})
+	} else if !ok {
 		return "", nil
 	}
 	name := k.Name

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hookonce/hookonce/contract/internal/php"
@@ -31,10 +32,14 @@ type Request struct {
 	query, form *php.Var
 	request     *php.Var // query overlaid with form (FromRequest)
 	ambiguous   []string // top-level names $_REQUEST and $request->get() read differently
-	formErr     error
-	canon       []byte // the body canonicalised, for paths that need gjson syntax
-	jsonErr     error  // the body is not JSON to PHP
-	jsonDone    bool
+	// getPost: the site reads request: names as array_merge($_GET,
+	// $_POST) only (site.request: get_post, 1C-Bitrix's $request->get()),
+	// never from cookies.
+	getPost  bool
+	formErr  error
+	canon    []byte // the body canonicalised, for paths that need gjson syntax
+	jsonErr  error  // the body is not JSON to PHP
+	jsonDone bool
 }
 
 // NewRequest wraps an incoming request whose body has been read whole.
@@ -42,6 +47,14 @@ type Request struct {
 // the names the site reads them by (CGIHeader).
 func NewRequest(r *http.Request, path string, body []byte, client netip.Addr) *Request {
 	return &Request{Method: r.Method, Path: path, Header: CGIHeader(r.Header), RawQuery: r.URL.RawQuery, Body: body, Client: client}
+}
+
+// Request is NewRequest with the site's reading of request: names
+// (site.request): what Inspect and a redelivery judge.
+func (c *Contract) Request(r *http.Request, path string, body []byte) *Request {
+	q := NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))
+	q.getPost = c.Site.Request == SiteRequestGetPost
+	return q
 }
 
 // Source says where a value is read from.
@@ -58,6 +71,10 @@ const (
 	// gateways that may call back with GET or POST (Robokassa, the RBS
 	// gateways) are read from here.
 	FromRequest Source = "request"
+	// FromWCAPI is the WooCommerce API handler the request runs
+	// (woocommerce_api_<name>), read as WooCommerce reads it on any URL
+	// of the shop: wcAPI. Its name is ignored.
+	FromWCAPI Source = "wc_api"
 )
 
 // errNotJSON and errNotForm say why a body value cannot be read.
@@ -82,23 +99,22 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		}
 		// The site's stack may join repeats, or keep the first or the
 		// last: no one reading is safe.
-		return "", false, errors.New("header sent more than once")
+		return "", false, thereError("header sent more than once")
 	case FromQuery:
-		v, ok = q.queryVars().Lookup(name)
-		return v, ok, nil
+		return lookup(q.queryVars(), name)
 	case FromForm:
 		f, err := q.Form()
 		if err != nil {
 			return "", false, err
 		}
-		v, ok = f.Lookup(name)
-		return v, ok, nil
+		return lookup(f, name)
 	case FromRequest:
 		if q.requestAmbiguous(name) {
 			return "", false, errAmbiguousRequest
 		}
-		v, ok = q.requestVars().Lookup(name)
-		return v, ok, nil
+		return lookup(q.requestVars(), name)
+	case FromWCAPI:
+		return q.wcAPI()
 	case FromBody:
 		res, err := q.bodyPath(name)
 		if err != nil {
@@ -110,23 +126,49 @@ func (q *Request) Value(src Source, name string) (v string, ok bool, err error) 
 		case gjson.Number:
 			v, ok := php.Number(res.Raw)
 			if !ok {
-				return "", false, errors.New("not a number PHP can read")
+				return "", false, thereError("not a number PHP can read")
 			}
 			return v, true, nil
 		case gjson.Null:
 			return "", false, nil
 		case gjson.True, gjson.False:
-			return "", false, errors.New("a boolean, not a string or number")
+			return "", false, thereError("a boolean, not a string or number")
 		default:
 			if !res.Exists() {
 				return "", false, nil
 			}
-			return "", false, errors.New("an object or array, not a string or number")
+			return "", false, thereError("an object or array, not a string or number")
 		}
 	case FromJWT:
 		return jwtValue(q.Body, name)
 	}
 	return "", false, fmt.Errorf("unknown source %q", src)
+}
+
+// errArray: the name holds an array (a[]=…, a[x]=…) where a string is
+// read. PHP's isset() and a truthy test see it, an === sees no string:
+// unreadable, never absent.
+var errArray error = thereError("an array, not a string")
+
+// thereError says why a value that is there cannot be read as one
+// string: present to the site (isset() holds), unreadable to an equals.
+type thereError string
+
+func (e thereError) Error() string { return string(e) }
+
+// isThere reports whether err says the value is there, though not as one
+// string.
+func isThere(err error) bool {
+	var t thereError
+	return errors.As(err, &t)
+}
+
+func lookup(v *php.Var, name string) (string, bool, error) {
+	s, ok := v.Lookup(name)
+	if !ok && v.IsArray(name) {
+		return "", false, errArray
+	}
+	return s, ok, nil
 }
 
 // ErrUnreadableBody is wrapped by Unreadable (and by Form, Value and
@@ -276,6 +318,15 @@ func (q *Request) requestVars() *php.Var {
 		form = f
 	}
 	merged, ambiguous := php.Overlay(q.queryVars(), form)
+	if q.getPost {
+		// array_merge($_GET, $_POST) is the one reading: a form array
+		// replaces the query's, as merged holds it. Only integer names,
+		// which array_merge renumbers, stay unreadable.
+		ambiguous = slices.DeleteFunc(ambiguous, func(n string) bool { return !intName(n) })
+		q.ambiguous = append(q.ambiguous, ambiguous...)
+		q.request = merged
+		return merged
+	}
 	q.ambiguous = append(q.ambiguous, ambiguous...)
 	// PHP without request_order (its built-in default, variables_order
 	// EGPCS) puts cookies in $_REQUEST too, over the query and the form:
@@ -283,6 +334,13 @@ func (q *Request) requestVars() *php.Var {
 	q.ambiguous = append(q.ambiguous, cookieNames(q.Header)...)
 	q.request = merged
 	return merged
+}
+
+// intName reports whether a PHP array key is an integer one (array_merge
+// renumbers those).
+func intName(k string) bool {
+	n, err := strconv.ParseInt(k, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == k
 }
 
 // cookieNames are the top-level PHP names of the request's cookies, as
@@ -310,7 +368,7 @@ func cookieNames(h http.Header) []string {
 // array_merge (Bitrix) takes the form's whole array; and array_merge
 // renumbers integer names. Only names under such a top-level name are
 // refused.
-var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ")
+var errAmbiguousRequest = errors.New("the query and the form both hold this name as an array (or it is a number), or a cookie holds it: $_REQUEST and $request->get() differ (a site that reads request: as $request->get() does says site.request: get_post)")
 
 // requestAmbiguous reports whether the top-level name of a FromRequest
 // name is read differently by $_REQUEST and $request->get().

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/hookonce/hookonce/contract/internal/php"
@@ -199,6 +200,24 @@ func (rt *Route) ForwardsUnmatched(method string) bool {
 	return true
 }
 
+// JudgesUnaccepted reports whether a request with a method no sender on
+// the route accepts is still read and judged before it is forwarded: the
+// route forwards it (a written unmatched: pass, not shadow) and a sender
+// on it verifies deliveries, so a signed delivery resent with another
+// method (PHP fills $_GET for any method) is refused as a signed sender's
+// changed copy (ErrSignedUnmatched) rather than handed on unread.
+func (rt *Route) JudgesUnaccepted(method string) bool {
+	if rt.AcceptsMethod(method) || !rt.ForwardsUnmatched(method) || rt.Shadow() {
+		return false
+	}
+	for _, s := range rt.Senders {
+		if s.HasSignature() {
+			return true
+		}
+	}
+	return false
+}
+
 // Allowed returns the methods some sender on the route accepts, sorted;
 // nil when one accepts any method.
 func (rt *Route) Allowed() []string {
@@ -232,12 +251,30 @@ func (rt *Route) AcceptsMethod(method string) bool {
 type Choice struct {
 	Sender *Sender
 	// Why says which condition decided: the first failing condition of
-	// each sender tried, or the conditions that all held.
+	// each sender tried ("does not hold"), one whose value could not be
+	// read ("could not be read"), or the conditions that all held.
 	Why []string
+	// Undecided is why the route cannot tell whether a sender takes the
+	// request: a condition's value is there but cannot be read as the site
+	// reads it (ErrConditionUnreadable), or the request verifies as a
+	// sender's delivery that its match does not take (ErrSignedUnmatched,
+	// see Contract.Inspect). Sender is nil, and the request is refused
+	// (400), never forwarded as no sender's.
+	Undecided error
 }
 
+// ErrConditionUnreadable is wrapped by Choice.Undecided when a
+// match.when value could not be read as the site reads it (a header sent
+// twice or under two spellings CGI merges, a request: name a cookie also
+// holds, a value with control characters, a JSON object where a string
+// is tested): the site reads something hookonce cannot determine, so the
+// request is neither a sender's nor "no sender's" (trap 36).
+var ErrConditionUnreadable = errors.New("a match.when value cannot be read as the site reads it")
+
 // Select tries the route's senders in file order and returns the first
-// whose method and conditions accept req.
+// whose method and conditions accept req. A sender with a condition that
+// could not be read and none that is false stops the search undecided
+// (Choice.Undecided): it might take the request, and it comes first.
 func (rt *Route) Select(req *Request) Choice {
 	var ch Choice
 	for _, s := range rt.Senders {
@@ -245,16 +282,15 @@ func (rt *Route) Select(req *Request) Choice {
 			ch.Why = append(ch.Why, fmt.Sprintf("%s: method %s not accepted", s.Name, req.Method))
 			continue
 		}
-		failed := ""
-		for _, c := range s.When {
-			if !c.Holds(req) {
-				failed = c.String()
-				break
-			}
-		}
-		if failed != "" {
+		failed, unread, err := judgeAll(s.When, req)
+		if failed != nil {
 			ch.Why = append(ch.Why, fmt.Sprintf("%s: %s does not hold", s.Name, failed))
 			continue
+		}
+		if err != nil {
+			ch.Why = append(ch.Why, fmt.Sprintf("%s: %s could not be read: %v", s.Name, unread, err))
+			ch.Undecided = fmt.Errorf("%w: sender %s: %s: %w", ErrConditionUnreadable, s.Name, unread, err)
+			return ch
 		}
 		ch.Sender = s
 		if len(s.When) == 0 {
@@ -269,6 +305,24 @@ func (rt *Route) Select(req *Request) Choice {
 		return ch
 	}
 	return ch
+}
+
+// judgeAll judges every condition in cs: the first that is false
+// (failed), else the first whose value could not be read (unread, err);
+// all nil when every one holds.
+func judgeAll(cs []Condition, req *Request) (failed, unread *Condition, err error) {
+	for i := range cs {
+		ok, e := cs[i].Judge(req)
+		switch {
+		case e != nil:
+			if err == nil {
+				unread, err = &cs[i], e
+			}
+		case !ok:
+			return &cs[i], nil, nil
+		}
+	}
+	return nil, unread, err
 }
 
 // router finds the route of a normalised path with map lookups only: the
@@ -580,35 +634,76 @@ type Condition struct {
 }
 
 // allHold reports whether every condition in cs holds for req (true for
-// none).
-func allHold(cs []Condition, req *Request) bool {
-	for _, c := range cs {
-		if !c.Holds(req) {
-			return false
-		}
+// none). err is why one could not be read (and none is false): neither
+// true nor false.
+func allHold(cs []Condition, req *Request) (bool, error) {
+	failed, _, err := judgeAll(cs, req)
+	if failed != nil {
+		return false, nil
 	}
-	return true
+	return err == nil, err
 }
 
-// Holds reports whether the condition is true for req. A value that cannot
-// be read (a form condition on a JSON body) is absent.
-func (c Condition) Holds(req *Request) bool {
+// Judge reports whether the condition is true for req. A value that is
+// absent as the site reads it is absent (a form condition on a JSON body:
+// the site's $_POST is empty too); one that is there but cannot be read
+// as the site reads it is an error, neither true nor false: for equals
+// and matches, a header sent more than once (or under spellings CGI
+// merges), an array, a JSON value that is no string or number, a value
+// with control characters a trim or a strip would change the verdict of
+// (such values are present to a present condition); for any condition,
+// an ambiguous request: name.
+func (c Condition) Judge(req *Request) (bool, error) {
 	v, ok, err := req.Value(c.Source, c.Name)
 	if err != nil {
-		ok = false
+		switch {
+		case errors.Is(err, errNotJSON) || errors.Is(err, errNotForm):
+			return c.Present != nil && !*c.Present, nil
+		case c.Present != nil && isThere(err):
+			// Sent twice, an array, a boolean: there, as isset() sees it.
+			return *c.Present, nil
+		}
+		return false, err
 	}
+	if c.Present != nil {
+		return ok == *c.Present, nil
+	}
+	if !ok {
+		return false, nil
+	}
+	held := c.test(v)
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		// A site may compare the value as it is, trim() it, or strip
+		// control characters: unless all three agree, it is unreadable.
+		if c.test(strings.Trim(v, " \t\n\r\x00\x0b")) != held || c.test(strings.Map(dropControl, v)) != held {
+			return false, errors.New("the value holds control characters, and a site that trims or strips them reads it otherwise")
+		}
+	}
+	return held, nil
+}
+
+// test is the condition's equals or matches on a value that is there.
+func (c Condition) test(v string) bool {
 	switch {
-	case c.Present != nil:
-		return ok == *c.Present
 	case c.Equals != nil:
-		return ok && v == *c.Equals
+		return v == *c.Equals
 	case c.Matches != nil:
-		return ok && c.Matches.MatchString(v)
+		return c.Matches.MatchString(v)
 	}
 	return false
 }
 
+func dropControl(r rune) rune {
+	if unicode.IsControl(r) {
+		return -1
+	}
+	return r
+}
+
 func (c Condition) String() string {
+	if c.Source == FromWCAPI && c.Equals != nil {
+		return fmt.Sprintf("wc_api %q", *c.Equals)
+	}
 	s := string(c.Source) + " " + c.Name
 	switch {
 	case c.Present != nil && *c.Present:
@@ -624,11 +719,13 @@ func (c Condition) String() string {
 }
 
 type conditionFile struct {
-	Header  string  `yaml:"header"`
-	Query   string  `yaml:"query"`
-	Form    string  `yaml:"form"`
-	Body    string  `yaml:"body"`
-	Request string  `yaml:"request"`
+	Header  string `yaml:"header"`
+	Query   string `yaml:"query"`
+	Form    string `yaml:"form"`
+	Body    string `yaml:"body"`
+	Request string `yaml:"request"`
+	// WCAPI: the WooCommerce API handler the request runs is this one.
+	WCAPI   string  `yaml:"wc_api"`
 	Equals  *string `yaml:"equals"`
 	Present *bool   `yaml:"present"`
 	Matches *string `yaml:"matches"`
@@ -636,6 +733,16 @@ type conditionFile struct {
 
 func compileCondition(cf conditionFile) (Condition, error) {
 	var c Condition
+	if cf.WCAPI != "" {
+		if cf.Header+cf.Query+cf.Form+cf.Body+cf.Request != "" || cf.Equals != nil || cf.Present != nil || cf.Matches != nil {
+			return c, errors.New("wc_api stands alone: { wc_api: robokassa_result }")
+		}
+		name := strings.ToLower(cf.WCAPI)
+		if sanitizeKey(name) != name {
+			return c, fmt.Errorf("wc_api %q: WooCommerce keeps only a-z, 0-9, _ and - of a handler name; write it as the gateway registers it (woocommerce_api_<name>)", cf.WCAPI)
+		}
+		return Condition{Source: FromWCAPI, Name: "wc-api", Equals: &name}, nil
+	}
 	n := 0
 	for _, x := range []struct {
 		src  Source
@@ -647,7 +754,7 @@ func compileCondition(cf conditionFile) (Condition, error) {
 		}
 	}
 	if n != 1 {
-		return c, errors.New("set exactly one of header, query, form, body or request")
+		return c, errors.New("set exactly one of header, query, form, body, request or wc_api")
 	}
 	if c.Source == FromHeader {
 		c.Name = http.CanonicalHeaderKey(c.Name)

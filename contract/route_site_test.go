@@ -186,7 +186,7 @@ func TestSiteConfig(t *testing.T) {
 `
 
 	_, err = contract.Parse([]byte(badSite+"  other: 1\n"), "bad.yaml")
-	if err == nil || !strings.Contains(err.Error(), `bad.yaml:8: field site.other: unknown setting "other" (known here: extensions, index, multiviews)`) {
+	if err == nil || !strings.Contains(err.Error(), `bad.yaml:8: field site.other: unknown setting "other" (known here: extensions, index, multiviews, request)`) {
 		t.Errorf("unknown field: %v", err)
 	}
 	_, err = contract.Parse([]byte(badSite), "bad.yaml")

@@ -153,7 +153,7 @@ paths:
 		`bad.yaml:4: sender "a": field match.path: "//x/../y.php": write the path as the site runs it`,
 		`bad.yaml:5: sender "a": field match.method: "PO ST": want a method`,
 		`bad.yaml:7: sender "a": field match.when[0]: set exactly one of equals, present or matches`,
-		`bad.yaml:8: sender "a": field match.when[1]: set exactly one of header, query, form, body or request`,
+		`bad.yaml:8: sender "a": field match.when[1]: set exactly one of header, query, form, body, request or wc_api`,
 		`bad.yaml:9: sender "a": field match.when[2]: matches: error parsing regexp`,
 		`bad.yaml:11: sender "a": field success.body: {nope.x}: want {form.NAME}`,
 		`bad.yaml:15: sender "b": field success.body: set at most one of body, body_matches and json`,

@@ -94,6 +94,7 @@ type siteFile struct {
 	Index      *[]string `yaml:"index"`
 	Extensions []string  `yaml:"extensions"`
 	MultiViews bool      `yaml:"multiviews"`
+	Request    string    `yaml:"request"`
 }
 
 type file struct {

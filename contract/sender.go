@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"errors"
 	"net/http"
 	"regexp"
 	"slices"
@@ -182,10 +181,13 @@ func ChangedKey(key, hash string) string { return key + ":payload-sha256=" + has
 // missing (never for a key no event id should hold).
 func (s *Sender) Passthrough(req *Request, keyErr error) (reason string, ok bool) {
 	for _, shape := range s.NoDedupe {
-		if shape.IfKeyMissing && (keyErr == nil || errors.Is(keyErr, ErrBadKey)) {
+		if shape.IfKeyMissing && (keyErr == nil || KeyUnreadable(keyErr)) {
 			continue
 		}
-		if allHold(shape.When, req) {
+		// A shape whose condition cannot be read is not one: the
+		// delivery is deduplicated (or refused for its key), never let
+		// past dedupe on a reading hookonce cannot make.
+		if ok, err := allHold(shape.When, req); ok && err == nil {
 			return shape.Reason, true
 		}
 	}
@@ -229,6 +231,14 @@ func (s *Sender) warnings() []string {
 		out = append(out, "match.method "+strings.Join(s.Methods, ",")+" leaves out "+strings.Join(missing, ",")+
 			", which "+s.Preset+" is documented to call back with: those callbacks would get 405 (write match.method: "+
 			strings.Join(s.presetMethods, ",")+", or leave it out)")
+	}
+	for _, c := range s.When {
+		if (c.Source == FromQuery || c.Source == FromRequest || c.Source == FromForm) && c.Name == "wc-api" {
+			out = append(out, "match.when "+c.String()+" compares wc-api as sent, on one path, where WooCommerce lowercases it, drops "+
+				"characters and reads it on every URL (form and /wc-api/ endpoint too): a callback spelled otherwise runs the handler "+
+				"without dedupe; write { wc_api: <name> } with path /* (docs/woocommerce.md)")
+			break
+		}
 	}
 	if parts := s.uncoveredKeyParts(); len(parts) > 0 {
 		out = append(out, "key "+strings.Join(parts, ", ")+" is not covered by the signature: anyone holding one signed "+

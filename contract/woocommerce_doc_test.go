@@ -11,9 +11,9 @@ import (
 )
 
 // TestWooCommerceDocConfig: the example in docs/woocommerce.md parses, and
-// routes as the page says: a gateway callback on /?wc-api=… reaches its
-// sender in any case of the value, the shop's pages and other wc-api values
-// on / go to the site untouched.
+// routes as the page says: a gateway callback with wc-api reaches its
+// sender in every spelling WooCommerce runs its handler for, on any URL;
+// the shop's pages and other wc-api values go to the site untouched.
 func TestWooCommerceDocConfig(t *testing.T) {
 	doc, err := os.ReadFile("../docs/woocommerce.md")
 	if err != nil {
@@ -39,7 +39,12 @@ func TestWooCommerceDocConfig(t *testing.T) {
 		{"POST", "/?wc-api=robokassa_result", "OutSum=10.00&InvId=5&SignatureValue=x", "robokassa"},
 		{"GET", "/?wc-api=ROBOKASSA_RESULT&OutSum=10.00&InvId=5&SignatureValue=x", "", "robokassa"},
 		{"POST", "/index.php?wc-api=wc_gateway_mygateway", "transaction_id=7", "mygateway"},
+		{"POST", "/?wc-api=robokassa_result%21", "OutSum=10.00&InvId=5&SignatureValue=x", "robokassa"},
+		{"POST", "/shop/?wc-api=robokassa_result%0a", "OutSum=10.00&InvId=5&SignatureValue=x", "robokassa"},
+		{"POST", "/shop/", "wc-api=robokassa_result&OutSum=10.00&InvId=5&SignatureValue=x", "robokassa"},
+		{"GET", "/wc-api/robokassa_result/?OutSum=10.00&InvId=5&SignatureValue=x", "", "robokassa"},
 		{"GET", "/", "", ""},
+		{"GET", "/shop/cart/", "", ""},
 		{"GET", "/?p=42", "", ""},
 		{"POST", "/?wc-api=wc_gateway_other", "x=1", ""},
 		{"POST", "/wc-hooks/receive.php", `{"id":1}`, "wc-webhooks"},

@@ -31,7 +31,7 @@ defualts: {}
 			`x.yaml:7: field defualts: unknown setting "defualts" (did you mean "defaults"?)`,
 		}},
 		{"a setting nothing is near lists the known ones", "site:\n  indexes_of_dirs: [a.php]\n",
-			[]string{`x.yaml:2: field site.indexes_of_dirs: unknown setting "indexes_of_dirs" (known here: extensions, index, multiviews)`}},
+			[]string{`x.yaml:2: field site.indexes_of_dirs: unknown setting "indexes_of_dirs" (known here: extensions, index, multiviews, request)`}},
 		{"a misspelt preset is the first problem, and alone", `senders:
   - name: rk
     match: { path: /a }

@@ -319,7 +319,10 @@ func (r *runner) protocol(ctx context.Context) {
 	if r.cfg.ChangedPayload == "duplicate" {
 		r.add("same id, other body", fmt.Sprintf("%d, the first's body, replayed (changed_payload: duplicate)", first.status), changed.String(),
 			changed.err == nil && changed.status == first.status && changed.replayed() && bytes.Equal(changed.body, first.body))
-		phase("same id, other body", 0, 0)
+		// Answered as the first, and recorded as a conflict answered as a
+		// duplicate, so the changed payload leaves a trace an operator can
+		// accept (docs/operations.md, "Conflicts").
+		phase("same id, other body", 0, 1)
 	} else if r.cfg.ChangedPayload == "new_event" {
 		r.add("same id, other body", "the site's answer (2xx or 3xx), not replayed (changed_payload: new_event)", changed.String(),
 			changed.err == nil && changed.status >= 200 && changed.status < 400 && !changed.replayed())

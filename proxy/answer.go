@@ -58,6 +58,13 @@ func answerUnreadable(w http.ResponseWriter, reason string) {
 	problem.Write(w, http.StatusBadRequest, "Body not readable as the site reads it", reason)
 }
 
+// answerUndecided: the route cannot tell whether a sender takes the
+// request (contract.Choice.Undecided); refused rather than forwarded as
+// no sender's.
+func answerUndecided(w http.ResponseWriter, reason string) {
+	problem.Write(w, http.StatusBadRequest, "Request not readable as the site reads it", reason)
+}
+
 // answerObjectBusy: the delivery's business object (serialize) stayed
 // busy past serialize.wait; its claim was freed, so a retry runs it.
 func answerObjectBusy(w http.ResponseWriter) {

@@ -216,6 +216,21 @@ func (d *delivery) serve() {
 		answerUnreadable(w, in.BodyErr.Error())
 		return
 	}
+	// 0e. A route that cannot tell whether a sender takes the request (a
+	// match.when value the site reads and hookonce cannot, or a signed
+	// delivery its sender missed on an unsigned part) refuses it as 1b
+	// does: "no sender" would forward it past dedupe (trap 36).
+	if err := in.Choice.Undecided; err != nil {
+		d.choose(d.firstCandidate())
+		if d.s.Shadow() {
+			d.done(OutcomeBadRequest, 0, "reason", err.Error(), "tried", strings.Join(in.Choice.Why, "; "))
+			d.forwardPlain()
+			return
+		}
+		d.done(OutcomeBadRequest, http.StatusBadRequest, "reason", err.Error(), "tried", strings.Join(in.Choice.Why, "; "))
+		answerUndecided(w, err.Error())
+		return
+	}
 	if in.Choice.Sender == nil {
 		d.unmatched(body, strings.Join(in.Choice.Why, "; "))
 		return

@@ -237,7 +237,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
-	if !rt.AcceptsMethod(r.Method) {
+	// A method no sender accepts is answered unread (405, or forwarded),
+	// unless the route forwards it and a signed sender's delivery could
+	// be resent under it: then it is judged as any request is.
+	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
 		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
 		return
 	}

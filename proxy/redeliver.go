@@ -86,7 +86,7 @@ func (p *Proxy) deliverKept(ctx context.Context, c *contract.Contract, s *contra
 	d := &delivery{p: p, c: c, s: s, w: rw, r: r, start: time.Now(), log: p.log.With("sender", s.Name, "by", dedupe.AttemptByOperator),
 		by: dedupe.AttemptByOperator, body: body, key: key}
 	path, _ := contract.NormalizePath(r.URL.EscapedPath())
-	d.req = contract.NewRequest(r, path, body, c.ClientAddr(r.RemoteAddr, r.Header))
+	d.req = c.Request(r, path, body)
 	if d.hash, d.legacyHash, err = s.RequestHash(d.req); err != nil {
 		return Redelivery{}, err
 	}

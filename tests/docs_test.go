@@ -19,8 +19,8 @@ var (
 	// "trap 19", "Trap 1", "traps 25-27"
 	trapCite = regexp.MustCompile(`(?i)\btraps? (\d+)(?:[-–](\d+))?`)
 	// "row 10b", "rows 4 to 9", "rows 5, 9, 10, 10a", "rows 0a–0d"
-	rowCite  = regexp.MustCompile(`\brows? ((?:\d+[a-d]?)(?:(?:, | and | to |[-–])\d+[a-d]?)*)`)
-	rowToken = regexp.MustCompile(`\d+[a-d]?`)
+	rowCite  = regexp.MustCompile(`\brows? ((?:\d+[a-e]?)(?:(?:, | and | to |[-–])\d+[a-e]?)*)`)
+	rowToken = regexp.MustCompile(`\d+[a-e]?`)
 )
 
 func readFile(t *testing.T, path string) string {
@@ -50,7 +50,7 @@ func TestCitedTrapsAndRowsExist(t *testing.T) {
 	}
 	readme := readFile(t, "docs/decision-table.md")
 	rows := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\| (\d+[a-d]?) \|`).FindAllStringSubmatch(readme, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+[a-e]?) \|`).FindAllStringSubmatch(readme, -1) {
 		rows[m[1]] = true
 	}
 	if len(traps) < 20 || len(rows) < 15 {
@@ -221,7 +221,7 @@ func TestOneBitrixConfig(t *testing.T) {
 // no words of hookonce's own making ("the spec", "oracle", "trap", decision
 // table rows): those live in ARCHITECTURE.md and docs/decision-table.md.
 func TestUserDocsSpeakPlainly(t *testing.T) {
-	internal := regexp.MustCompile(`(?i)\bthe spec\b|\boracles?\b|\btraps?\b|\brows? \d+[a-d]?\b`)
+	internal := regexp.MustCompile(`(?i)\bthe spec\b|\boracles?\b|\btraps?\b|\brows? \d+[a-e]?\b`)
 	files := []string{"README.md", "CHANGELOG.md", "docs/deployment.md", "docs/stores.md", "docs/troubleshooting.md", "hookonce.example.yaml"}
 	for _, pattern := range []string{"deploy/packages/*", "deploy/nginx/*", "deploy/systemd/*", "deploy/apache/*"} {
 		m, _ := filepath.Glob(pattern)

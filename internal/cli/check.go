@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -134,7 +135,7 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 			break
 		}
 	}
-	if !rt.AcceptsMethod(r.Method) {
+	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		routeLine()
 		fmt.Fprintf(out, "tried: method %s: no sender on this path accepts it (%s)\n", r.Method, allowedText(rt))
@@ -165,6 +166,17 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		}
 	}
 	s := in.Choice.Sender
+	if err := in.Choice.Undecided; err != nil {
+		fmt.Fprintf(out, "no sender matched %s %s\nreason: %v (hookonce answers 400)\n", r.Method, r.URL.Path, err)
+		route()
+		if first.Shadow() {
+			return taken("forwarded untouched (shadow mode; enforced it gets 400)")
+		}
+		if errors.Is(err, contract.ErrSignedUnmatched) {
+			return refused(http.StatusBadRequest, "it verifies as a sender's delivery that the sender's match misses on a part the signature does not cover")
+		}
+		return refused(http.StatusBadRequest, "a match.when value could not be read as the site reads it")
+	}
 	if s == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		route()

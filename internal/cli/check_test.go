@@ -52,6 +52,12 @@ func TestCheckRequest(t *testing.T) {
 				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php; unmatched: pass (default: every sender on this path has match.when))\n" +
 				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" does not hold\n" +
 				"tried: yookassa: body object.metadata.BX_HANDLER equals \"YANDEX_CHECKOUT\" does not hold\n"},
+		{"on a sender path, a condition that could not be read", "bitrix-unreadable.http", nil,
+			"no sender matched POST /bitrix/tools/sale_ps_result.php\n" +
+				"reason: a match.when value cannot be read as the site reads it: sender robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\": " +
+				"the value holds control characters, and a site that trims or strips them reads it otherwise (hookonce answers 400)\n" +
+				"route: /bitrix/tools/sale_ps_result.php (as /bitrix/tools/sale_ps_result.php; unmatched: pass (default: every sender on this path has match.when))\n" +
+				"tried: robokassa: form SHP_HANDLER equals \"ROBOXCHANGE\" could not be read: the value holds control characters, and a site that trims or strips them reads it otherwise\n"},
 	}
 	// The last line is the verdict; a refusal exits 1.
 	verdicts := map[string]string{
@@ -59,7 +65,8 @@ func TestCheckRequest(t *testing.T) {
 		"slack docs vector judged now":              "verdict: refused 401: the signature does not hold\n",
 		"missing key":                               "verdict: refused 400: no usable event id\n",
 		"no sender":                                 "verdict: taken: passed through to the site untouched (no sender names this path)\n",
-		"on a sender path, matching none":           "verdict: taken: forwarded to the site untouched, no dedupe (no sender takes it; unmatched: pass (default: every sender on this path has match.when))\n",
+		"on a sender path, a condition that could not be read":           "verdict: refused 400: a match.when value could not be read as the site reads it\n",
+		"on a sender path, matching none":                                "verdict: taken: forwarded to the site untouched, no dedupe (no sender takes it; unmatched: pass (default: every sender on this path has match.when))\n",
 		"github docs vector, CRLF, trailing newline past Content-Length": "verdict: taken: claimed as github:72d3162e-cc78-11e3-81ab-4c9367dc0958 (new: forwarded once; a repeat gets the stored answer)\n",
 	}
 	for _, tt := range tests {

@@ -273,6 +273,22 @@ func (v *Var) Lookup(name string) (string, bool) {
 	return cur.str, true
 }
 
+// IsArray reports whether the PHP name holds an array (which Lookup
+// reports as absent).
+func (v *Var) IsArray(name string) bool {
+	path := Name(name)
+	cur := v
+	for _, seg := range path {
+		if cur.arr == nil {
+			return false
+		}
+		if cur = cur.arr[seg]; cur == nil {
+			return false
+		}
+	}
+	return path != nil && cur.arr != nil
+}
+
 // each calls fn for every string element at the top level, in no order;
 // arrays are flattened to their PHP names ("a[b]").
 func (v *Var) Each(prefix string, fn func(name, val string)) {
