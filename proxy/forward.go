@@ -132,6 +132,13 @@ func (d *delivery) forwardClaimed() {
 		why = reason
 		return ok
 	})
+	if how == answered {
+		if dec.outcome == OutcomeReleased { // the site answered with a failure
+			d.siteFailed = p.siteFail.Add(1)
+		} else {
+			p.siteFail.Store(0)
+		}
+	}
 	att := d.attempt(dec.outcome, dec.status)
 	beat.settling.Store(true)
 	stored := true
