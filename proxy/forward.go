@@ -111,7 +111,7 @@ func (d *delivery) forwardClaimed() {
 	p.capt.ServeHTTP(c, out)
 	d.upstreamTime = time.Since(began)
 	p.failAt("answered")
-	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
+	p.m.observeUpstream(s.Name, d.upstreamTime)
 	d.upstreamStatus = c.status
 
 	err := c.failure()
