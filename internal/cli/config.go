@@ -65,6 +65,7 @@ type Config struct {
 	Failpoint string
 
 	// Resolved by Validate.
+	envNote    string // secretEnv's warning, logged at start
 	contract   *contract.Contract
 	upstream   *url.URL
 	adminToken string
@@ -150,13 +151,22 @@ func configFromFlags(c *cli.Context) Config {
 // environment. Under systemd the process environment holds the file's
 // values as they were at start; the file's current ones win, so a reload
 // takes a changed secret. Nothing is put into the process environment.
-func (cfg *Config) secretEnv() (contract.LookupEnv, error) {
+//
+// The host's file found by itself (not required) may be one the service's
+// user cannot read: the hand-installed unit's DynamicUser and a root-only
+// file, which systemd read as root at start. That is no error, but not
+// "no file" either: the lookup is the process environment's, and note says
+// that a changed secret then needs a restart.
+func (cfg *Config) secretEnv() (env contract.LookupEnv, note string, err error) {
 	if cfg.EnvFile == "" {
-		return os.LookupEnv, nil
+		return os.LookupEnv, "", nil
 	}
 	vars, err := readEnvFile(cfg.EnvFile, cfg.EnvFileRequired)
 	if err != nil {
-		return nil, err
+		if !cfg.EnvFileRequired && errors.Is(err, fs.ErrPermission) {
+			return os.LookupEnv, "environment file " + cfg.EnvFile + " is not readable by this process: secret_env values come from the environment it was started with, so a secret changed there takes a restart, not a reload (let the service's user read the file to change that)", nil
+		}
+		return nil, "", err
 	}
 	file := make(map[string]string, len(vars))
 	for _, kv := range vars {
@@ -167,16 +177,18 @@ func (cfg *Config) secretEnv() (contract.LookupEnv, error) {
 			return v, true
 		}
 		return os.LookupEnv(name)
-	}, nil
+	}, "", nil
 }
 
-// loadContract loads the config file with secretEnv's lookup.
-func (cfg *Config) loadContract() (*contract.Contract, error) {
-	env, err := cfg.secretEnv()
+// loadContract loads the config file with secretEnv's lookup; note is
+// secretEnv's, to be logged as a warning.
+func (cfg *Config) loadContract() (ct *contract.Contract, note string, err error) {
+	env, note, err := cfg.secretEnv()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return contract.LoadEnv(cfg.ConfigPath, env)
+	ct, err = contract.LoadEnv(cfg.ConfigPath, env)
+	return ct, note, err
 }
 
 // Validate loads the config file and the admin token file and checks the
@@ -195,7 +207,8 @@ func (cfg *Config) Validate() error {
 	cfg.contract = contract.Empty()
 	fileLoaded := true
 	if cfg.ConfigPath != "" {
-		ct, err := cfg.loadContract()
+		ct, note, err := cfg.loadContract()
+		cfg.envNote = note
 		if err != nil {
 			errs = append(errs, err)
 			fileLoaded = false
@@ -398,7 +411,7 @@ func readEnvFile(path string, required bool) ([][2]string, error) {
 	case errors.Is(err, fs.ErrNotExist) && !required:
 		return nil, nil
 	case errors.Is(err, fs.ErrPermission):
-		return nil, fmt.Errorf("environment file %s: permission denied (it holds the secrets: run the command as root or as a member of the group hookonce)", path)
+		return nil, fmt.Errorf("environment file %s: %w (it holds the secrets: run the command as root or as a member of the group hookonce)", path, fs.ErrPermission)
 	case err != nil:
 		return nil, fmt.Errorf("environment file: %w", err)
 	}

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -63,5 +65,50 @@ func TestServeReadsTheHostEnvFileOnReload(t *testing.T) {
 	t.Setenv("HOOKONCE_ENV_FILE", "/some/env")
 	if p, req := envFileFor(filepath.Join(t.TempDir(), "hookonce.yaml")); p != "/some/env" || !req {
 		t.Fatalf("HOOKONCE_ENV_FILE: %q (required %v)", p, req)
+	}
+}
+
+// The hand-installed unit runs serve as a DynamicUser that cannot read
+// the root-only /etc/hookonce/env (systemd read it as root at start):
+// serve still starts, with the secrets of its environment, and says that
+// a changed secret then takes a restart. A file HOOKONCE_ENV_FILE names
+// that cannot be read is an error.
+func TestServeStartsWhenTheHostEnvFileIsUnreadable(t *testing.T) {
+	if unprivileged.Rerun(t) {
+		return
+	}
+	h := fakeHost(t, hostConfigYAML, "HOST_TEST_SECRET=in-file\n")
+	if err := os.Chmod(h.EnvFile, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOST_TEST_SECRET", "from-start") // what systemd put in the environment
+	site := proxytest.NewUpstream(t, nil)
+	cfg := DefaultConfig()
+	cfg.ConfigPath, cfg.Upstream = h.Config, site.URL
+	cfg.Store = "sqlite:" + filepath.Join(t.TempDir(), "h.db")
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.EnvFile, cfg.EnvFileRequired = envFileFor(cfg.ConfigPath)
+	logs := &proxytest.SyncBuffer{}
+	m := NewMain(cfg, "test", logs)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("serve with an unreadable host env file: %v", err)
+	}
+	defer m.Close()
+	if !strings.Contains(logs.String(), "level=WARN msg=\"environment file "+h.EnvFile+" is not readable") {
+		t.Fatalf("no warning about the unreadable env file:\n%s", logs)
+	}
+	body := `{"id":"u1"}`
+	mac := hmac.New(sha256.New, []byte("from-start"))
+	mac.Write([]byte(body))
+	if got := proxytest.Post(t, "http://"+m.Addr().String()+"/hook", body, "X-Event-Id", "u1", "X-Signature", hex.EncodeToString(mac.Sum(nil))).Status; got != http.StatusOK || site.Executions("u1") != 1 {
+		t.Fatalf("signed with the secret serve started with: %d, %d runs", got, site.Executions("u1"))
+	}
+
+	t.Setenv("HOOKONCE_ENV_FILE", h.EnvFile)
+	named := DefaultConfig()
+	named.ConfigPath, named.Upstream = h.Config, site.URL
+	named.EnvFile, named.EnvFileRequired = envFileFor(named.ConfigPath)
+	if err := named.Validate(); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("an unreadable file HOOKONCE_ENV_FILE names: %v, want permission denied", err)
 	}
 }

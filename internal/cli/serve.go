@@ -150,6 +150,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.log = log
+	if cfg.envNote != "" {
+		log.Warn(cfg.envNote)
+	}
 	for _, w := range cfg.contract.Warnings {
 		log.Warn(w)
 	}
@@ -289,7 +292,10 @@ func (m *Main) Reload() {
 		log.Info("SIGHUP: no config file to reload")
 		return
 	}
-	ct, err := m.Config.loadContract()
+	ct, note, err := m.Config.loadContract()
+	if note != "" {
+		log.Warn(note)
+	}
 	if err != nil {
 		m.reloadOK.Set(0)
 		log.Error("config reload refused; the previous rules stay in force", "file", path,
