@@ -90,7 +90,10 @@ func TestFallbackOnlyWhenHookonceIsDown(t *testing.T) {
 			return withFallback(t, frontConf(t, listen, addr, site.Root, site.FastCGI, []string{path}))
 		},
 		Files: map[string]string{
-			"hookonce-webhook.conf":  string(readFile(t, "nginx/hookonce-webhook.conf")),
+			// nginx gives up on hookonce after 1s here, not 40s: the
+			// timeout case below.
+			"hookonce-webhook.conf": mustReplace(t, "nginx/hookonce-webhook.conf", string(readFile(t, "nginx/hookonce-webhook.conf")),
+				"proxy_read_timeout 40s;", "proxy_read_timeout 1s;"),
 			"hookonce-fallback.conf": fallback,
 		},
 	})
@@ -149,6 +152,25 @@ func TestFallbackOnlyWhenHookonceIsDown(t *testing.T) {
 			t.Fatalf("broken connection: %d %q, want nginx's 502", r.status, r.body)
 		}
 		if n := runs("broken"); n != 1 {
+			t.Fatalf("PHP ran %d times, want 1: the fallback ran a delivery hookonce had forwarded", n)
+		}
+	})
+
+	t.Run("NginxTimesOut", func(t *testing.T) {
+		// hookonce forwards the delivery (PHP runs it) and is still busy
+		// when nginx stops waiting: nginx's own 504, never a second run.
+		up(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			live.Proxy.ServeHTTP(httptest.NewRecorder(), r)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		}))
+		r := deliver("slow")
+		if r.status != http.StatusGatewayTimeout {
+			t.Fatalf("hookonce too slow: %d %q, want nginx's 504", r.status, r.body)
+		}
+		if n := runs("slow"); n != 1 {
 			t.Fatalf("PHP ran %d times, want 1: the fallback ran a delivery hookonce had forwarded", n)
 		}
 	})
