@@ -210,6 +210,12 @@ func New(o Options) (*Handler, error) {
 	h.routeUI()
 	h.routeReadiness()
 	h.routeProfiling()
+	// The listener's root is the inspection page's overview: whoever opens
+	// http://127.0.0.1:8081/ in a browser lands there, signing in first
+	// when there is a token (the redirect itself shows nothing).
+	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/overview", http.StatusSeeOther)
+	})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusNotFound, "Not found", "no such admin route")
 	})

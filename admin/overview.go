@@ -31,9 +31,11 @@ import (
 // The metrics the page reads, as the proxy registers them
 // (proxy/metrics.go; admin's tests check the names against a real proxy).
 const (
-	metricRequests  = "hookonce_requests_total"
-	metricUpstream  = "hookonce_upstream_duration_seconds"
-	metricUnmatched = "hookonce_unmatched_total"
+	metricRequests = "hookonce_requests_total"
+	metricUpstream = "hookonce_upstream_duration_seconds"
+	// metricUpstreamMax is the longest of them: the histogram keeps none.
+	metricUpstreamMax = "hookonce_upstream_duration_max_seconds"
+	metricUnmatched   = "hookonce_unmatched_total"
 )
 
 // Categories are the page's rows: the outcomes of hookonce_requests_total
@@ -255,6 +257,10 @@ func (h *Handler) startedCounts(get func(string) *senderOverview, unmatched *[]u
 		return err
 	}
 	byPath := map[string]*unmatchedRow{}
+	// The histogram and its maximum are separate families: joined by
+	// sender once both are read.
+	hists := map[string]*dto.Histogram{}
+	longest := map[string]time.Duration{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case metricUnmatched:
@@ -292,10 +298,22 @@ func (h *Handler) startedCounts(get func(string) *senderOverview, unmatched *[]u
 		case metricUpstream:
 			for _, m := range mf.GetMetric() {
 				if hg := m.GetHistogram(); hg.GetSampleCount() > 0 {
-					get(labelOf(m, "sender")).Started = latencyOf(fromHistogram(hg), false)
+					hists[labelOf(m, "sender")] = hg
 				}
 			}
+		case metricUpstreamMax:
+			for _, m := range mf.GetMetric() {
+				longest[labelOf(m, "sender")] = time.Duration(math.Round(m.GetGauge().GetValue() * float64(time.Second)))
+			}
 		}
+	}
+	for sender, hg := range hists {
+		l := fromHistogram(hg)
+		d, exact := longest[sender]
+		if exact {
+			l.Max = d
+		}
+		get(sender).Started = latencyOf(l, exact)
 	}
 	for _, path := range slices.Sorted(maps.Keys(byPath)) {
 		if row := byPath[path]; row.Forwarded+row.Refused > 0 {
@@ -316,7 +334,9 @@ func labelOf(m *dto.Metric, name string) string {
 
 // fromHistogram reads a Prometheus histogram with dedupe.LatencyBounds as
 // a Latency; its Max is the upper bound of the highest bucket used (the
-// histogram keeps no maximum).
+// histogram keeps no maximum): the caller replaces it with the exact one
+// (metricUpstreamMax) when it has it, or the percentiles reach the
+// bucket's bound, above every observation in it.
 func fromHistogram(hg *dto.Histogram) dedupe.Latency {
 	l := dedupe.Latency{Count: int64(hg.GetSampleCount()), Sum: time.Duration(hg.GetSampleSum() * float64(time.Second)),
 		Buckets: make([]int64, len(dedupe.LatencyBounds)+1)}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,7 +26,10 @@ import (
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
 // Parse validates a config file's bytes; name is used in messages.
-func Parse(data []byte, name string) (*Contract, error) {
+func Parse(data []byte, name string) (*Contract, error) { return ParseEnv(data, name, os.LookupEnv) }
+
+// ParseEnv is Parse with secret_env looked up through env.
+func ParseEnv(data []byte, name string, env LookupEnv) (*Contract, error) {
 	e := &Error{File: name}
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -108,7 +112,7 @@ func Parse(data []byte, name string) (*Contract, error) {
 	seen := map[string]bool{}
 	for i := range f.Senders {
 		sf := &f.Senders[i]
-		s, probs := compileSender(sf, base, filepath.Dir(name))
+		s, probs := compileSender(sf, base, secretSource{dir: filepath.Dir(name), env: env})
 		label := sf.Name
 		if label == "" {
 			label = fmt.Sprintf("#%d", i+1)
@@ -299,8 +303,8 @@ func builtinSender() Sender {
 }
 
 // compileSender builds one sender over base (the built-in and file
-// defaults); dir is where relative secret files are looked up.
-func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem) {
+// defaults); src is where its secrets are looked up.
+func compileSender(sf *senderFile, base Sender, src secretSource) (*Sender, []Problem) {
 	s := base
 	s.Ignore = append([]string(nil), base.Ignore...)
 	s.StripResponseHeaders = append([]string(nil), base.StripResponseHeaders...)
@@ -458,7 +462,7 @@ func compileSender(sf *senderFile, base Sender, dir string) (*Sender, []Problem)
 	s.ownKey = len(sf.Key) > 0
 	if sigCfg != nil {
 		s.sigCover = signatureCoverage(*sigCfg)
-		v, sigProbs := compileSignature(*sigCfg, dir)
+		v, sigProbs := compileSignature(*sigCfg, src)
 		probs = append(probs, sigProbs...)
 		s.verifier = v
 	}

@@ -134,13 +134,23 @@ func Empty() *Contract {
 	return &Contract{MaxBody: DefaultMaxBody, MaxInflight: DefaultMaxInflight, BodyTimeout: DefaultBodyTimeout, Site: Site{Index: DefaultIndex}}
 }
 
-// Load reads and validates the config file at path.
-func Load(path string) (*Contract, error) {
+// Load reads and validates the config file at path; its secret_env
+// names are looked up in the process environment.
+func Load(path string) (*Contract, error) { return LoadEnv(path, os.LookupEnv) }
+
+// LookupEnv finds the value of an environment variable a secret_env
+// names, as os.LookupEnv does.
+type LookupEnv func(name string) (string, bool)
+
+// LoadEnv is Load with secret_env looked up through env: serve passes the
+// environment file as it reads it now, so a reload takes a changed secret
+// without a restart (and without putting it in the process environment).
+func LoadEnv(path string, env LookupEnv) (*Contract, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Problems: []Problem{{Msg: err.Error()}}}
 	}
-	return Parse(data, path)
+	return ParseEnv(data, path, env)
 }
 
 // Problem is one thing wrong with a config file.

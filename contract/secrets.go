@@ -58,7 +58,7 @@ func (c *sigCompiler) resolve(envField, fileField, env, file string, required bo
 		c.bad(envField, "set either %s or %s, not both", envField, fileField)
 		return nil
 	case env != "":
-		val, ok := os.LookupEnv(env)
+		val, ok := c.env(env)
 		if !ok {
 			c.bad(envField, "environment variable %s is not set", env)
 			return nil

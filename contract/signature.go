@@ -253,7 +253,8 @@ func schemeNames() string {
 type sigCompiler struct {
 	cfg  SignatureConfig
 	def  schemeDef
-	dir  string // where a relative secret_file is looked up
+	dir  string    // where a relative secret_file is looked up
+	env  LookupEnv // finds a secret_env's value
 	keys [][]byte
 	// keyFields names the field each key came from, for problems about it.
 	keyFields []string
@@ -264,11 +265,17 @@ func (c *sigCompiler) bad(field, format string, args ...any) {
 	c.probs = append(c.probs, Problem{Field: "signature." + field, Msg: fmt.Sprintf(format, args...)})
 }
 
+// secretSource is where a sender's secrets come from: dir is where a
+// relative secret_file is looked up, env finds a secret_env's value.
+type secretSource struct {
+	dir string
+	env LookupEnv
+}
+
 // compileSignature builds the verifier for a sender and resolves its
-// secrets. dir is where a relative secret_file is looked up. Problems name
-// the field; none quotes a secret.
-func compileSignature(cfg SignatureConfig, dir string) (Verifier, []Problem) {
-	c := &sigCompiler{cfg: cfg, dir: dir}
+// secrets from src. Problems name the field; none quotes a secret.
+func compileSignature(cfg SignatureConfig, src secretSource) (Verifier, []Problem) {
+	c := &sigCompiler{cfg: cfg, dir: src.dir, env: src.env}
 	if cfg.Scheme == "" {
 		c.bad("scheme", "required (one of %s), or a preset that sets it", schemeNames())
 		return nil, c.probs

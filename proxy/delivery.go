@@ -59,13 +59,15 @@ type delivery struct {
 	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
 	outcome        string // the decision, once made (as counted)
 	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
+	siteFailed     int64  // the site answered this forward with a failure: the how-manieth in a row
 	// quiet: done counts the decision but writes no line (an unmatched
 	// request a recent line of its path already stands for, unmatchedLine).
 	quiet bool
 }
 
 // siteDownLoud is how many forwards in a row must find the site
-// unreachable before each is logged at ERROR rather than WARN.
+// unreachable (or answering with a failure) before each is logged at
+// ERROR rather than WARN.
 const siteDownLoud = 3
 
 // done counts and logs the decision: one line per delivery, never a body,
@@ -102,8 +104,20 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	level := slog.LevelInfo
 	switch outcome {
-	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError:
+	case OutcomeStoreError, OutcomeAmbiguous, OutcomeNotSuccess, OutcomeUnmatched, "would_" + OutcomeStoreError,
+		// Refusals a sender got: a wrong secret, a changed payload, an id
+		// that is not where the config says are the operator's to fix.
+		OutcomeRejectedSignature, OutcomeMissingKey, OutcomeConflict, OutcomeTooLarge:
 		level = slog.LevelWarn
+	}
+	if d.siteFailed > 0 {
+		// The site answered with a failure (5xx, 408, 425, 429): the claim
+		// was freed for the sender's retry, but the handler is failing.
+		level = slog.LevelWarn
+		if d.siteFailed >= siteDownLoud {
+			level = slog.LevelError
+		}
+		as = append(as, slog.Bool("site_failed", true), slog.Int64("failed_in_a_row", d.siteFailed))
 	}
 	if d.siteDown > 0 {
 		// The site could not be reached: a warning, an error once it

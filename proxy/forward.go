@@ -155,7 +155,7 @@ func (d *delivery) forwardClaimed() {
 	p.capt.ServeHTTP(c, out)
 	d.upstreamTime = time.Since(began)
 	p.failAt("answered")
-	p.m.upstream.WithLabelValues(s.Name).Observe(d.upstreamTime.Seconds())
+	p.m.observeUpstream(s.Name, d.upstreamTime)
 	d.upstreamStatus = c.status
 
 	err := c.failure()
@@ -176,6 +176,13 @@ func (d *delivery) forwardClaimed() {
 		why = reason
 		return ok
 	})
+	if how == answered {
+		if dec.outcome == OutcomeReleased { // the site answered with a failure
+			d.siteFailed = p.siteFail.Add(1)
+		} else {
+			p.siteFail.Store(0)
+		}
+	}
 	att := d.attempt(dec.outcome, dec.status)
 	beat.settling.Store(true)
 	stored := true

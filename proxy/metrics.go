@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,16 +44,23 @@ const (
 )
 
 type metrics struct {
-	requests  *prometheus.CounterVec
-	upstream  *prometheus.HistogramVec
-	store     *prometheus.HistogramVec
-	inflight  prometheus.Gauge
-	notStored *prometheus.CounterVec
-	unretried *prometheus.GaugeVec
-	objWait   *prometheus.HistogramVec
-	objBusy   *prometheus.GaugeVec
-	unmatched *prometheus.CounterVec
-	unserial  *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	upstream *prometheus.HistogramVec
+	// upstreamMax is the longest time at the site since start, by sender:
+	// the histogram keeps no maximum, and the overview's percentiles are
+	// capped at it (an estimate from the buckets alone reaches the
+	// bucket's bound, above every delivery in it).
+	upstreamMax *prometheus.GaugeVec
+	maxMu       sync.Mutex
+	maxSeen     map[string]time.Duration // guarded by maxMu
+	store       *prometheus.HistogramVec
+	inflight    prometheus.Gauge
+	notStored   *prometheus.CounterVec
+	unretried   *prometheus.GaugeVec
+	objWait     *prometheus.HistogramVec
+	objBusy     *prometheus.GaugeVec
+	unmatched   *prometheus.CounterVec
+	unserial    *prometheus.CounterVec
 }
 
 // Actions of hookonce_unmatched_total: what became of a request on a
@@ -73,6 +81,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time the site took to answer a forwarded webhook delivery.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"sender"}),
+		upstreamMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookonce_upstream_duration_max_seconds",
+			Help: "The longest time the site took to answer a forwarded webhook delivery since this process started.",
+		}, []string{"sender"}),
+		maxSeen: map[string]time.Duration{},
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookonce_store_duration_seconds",
 			Help:    "Duration of store calls by operation.",
@@ -109,9 +122,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
+		reg.MustRegister(m.requests, m.upstream, m.upstreamMax, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
 	}
 	return m
+}
+
+// observeUpstream records the time the site took for one of sender's
+// deliveries.
+func (m *metrics) observeUpstream(sender string, d time.Duration) {
+	m.upstream.WithLabelValues(sender).Observe(d.Seconds())
+	m.maxMu.Lock()
+	defer m.maxMu.Unlock()
+	if d > m.maxSeen[sender] {
+		m.maxSeen[sender] = d
+		m.upstreamMax.WithLabelValues(sender).Set(d.Seconds())
+	}
 }
 
 func (m *metrics) observeStore(op string, start time.Time) {

@@ -84,6 +84,7 @@ type Proxy struct {
 	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
 	slots    atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
 	siteDown atomic.Int64        // forwards in a row that found the site unreachable
+	siteFail atomic.Int64        // answers in a row that were failures (row 10: 5xx, 408, 425, 429)
 
 	// confirmedGet reads a record only once the store confirms it is
 	// durable (dedupe.ConfirmedReader; Get when the store has none).

@@ -52,11 +52,20 @@ type Config struct {
 	LogFormat string // text or json
 	LogLevel  string // debug, info, warn or error
 
+	// EnvFile is the environment file serve looks secret_env values up in
+	// first, read again on every reload (SIGHUP): the one the unit loads,
+	// found as the operator's commands find it (envFileFor). "" looks in
+	// the process environment only. EnvFileRequired: a missing file is an
+	// error (HOOKONCE_ENV_FILE named it) rather than no file.
+	EnvFile         string
+	EnvFileRequired bool
+
 	// Failpoint is HOOKONCE_TEST_FAILPOINT (claimed|answered): a test seam
 	// that blocks a delivery there for good. Never set it in production.
 	Failpoint string
 
 	// Resolved by Validate.
+	envNote    string // secretEnv's warning, logged at start
 	contract   *contract.Contract
 	upstream   *url.URL
 	adminToken string
@@ -113,7 +122,7 @@ func serveFlags() []cli.Flag {
 // configFromFlags reads serve's flags (and so their env vars) into a
 // Config; it checks nothing.
 func configFromFlags(c *cli.Context) Config {
-	return Config{
+	cfg := Config{
 		ConfigPath:              c.String("config"),
 		Listen:                  c.String("listen"),
 		Upstream:                c.String("upstream"),
@@ -133,6 +142,53 @@ func configFromFlags(c *cli.Context) Config {
 		LogLevel:                c.String("log-level"),
 		Failpoint:               os.Getenv("HOOKONCE_TEST_FAILPOINT"),
 	}
+	cfg.EnvFile, cfg.EnvFileRequired = envFileFor(cfg.ConfigPath)
+	return cfg
+}
+
+// secretEnv is how the config's secret_env names are looked up now: in
+// the environment file (read again on each call), then in the process
+// environment. Under systemd the process environment holds the file's
+// values as they were at start; the file's current ones win, so a reload
+// takes a changed secret. Nothing is put into the process environment.
+//
+// The host's file found by itself (not required) may be one the service's
+// user cannot read: the hand-installed unit's DynamicUser and a root-only
+// file, which systemd read as root at start. That is no error, but not
+// "no file" either: the lookup is the process environment's, and note says
+// that a changed secret then needs a restart.
+func (cfg *Config) secretEnv() (env contract.LookupEnv, note string, err error) {
+	if cfg.EnvFile == "" {
+		return os.LookupEnv, "", nil
+	}
+	vars, err := readEnvFile(cfg.EnvFile, cfg.EnvFileRequired)
+	if err != nil {
+		if !cfg.EnvFileRequired && errors.Is(err, fs.ErrPermission) {
+			return os.LookupEnv, "environment file " + cfg.EnvFile + " is not readable by this process: secret_env values come from the environment it was started with, so a secret changed there takes a restart, not a reload (let the service's user read the file to change that)", nil
+		}
+		return nil, "", err
+	}
+	file := make(map[string]string, len(vars))
+	for _, kv := range vars {
+		file[kv[0]] = kv[1]
+	}
+	return func(name string) (string, bool) {
+		if v, ok := file[name]; ok {
+			return v, true
+		}
+		return os.LookupEnv(name)
+	}, "", nil
+}
+
+// loadContract loads the config file with secretEnv's lookup; note is
+// secretEnv's, to be logged as a warning.
+func (cfg *Config) loadContract() (ct *contract.Contract, note string, err error) {
+	env, note, err := cfg.secretEnv()
+	if err != nil {
+		return nil, "", err
+	}
+	ct, err = contract.LoadEnv(cfg.ConfigPath, env)
+	return ct, note, err
 }
 
 // Validate loads the config file and the admin token file and checks the
@@ -151,7 +207,8 @@ func (cfg *Config) Validate() error {
 	cfg.contract = contract.Empty()
 	fileLoaded := true
 	if cfg.ConfigPath != "" {
-		ct, err := contract.Load(cfg.ConfigPath)
+		ct, note, err := cfg.loadContract()
+		cfg.envNote = note
 		if err != nil {
 			errs = append(errs, err)
 			fileLoaded = false
@@ -317,23 +374,11 @@ func isHostConfig(path string) bool {
 // exists). A variable already set in the command's environment wins over
 // the file's. Errors name the file and the line, never a value.
 func loadEnvFile(config string) error {
-	path, explicit := os.Getenv("HOOKONCE_ENV_FILE"), true
+	path, explicit := envFileFor(config)
 	if path == "" {
-		if !isHostConfig(config) {
-			return nil
-		}
-		path, explicit = host.EnvFile, false
-	}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
 		return nil
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("environment file %s: permission denied (it holds the secrets: run the command as root or as a member of the group hookonce)", path)
-	case err != nil:
-		return fmt.Errorf("environment file: %w", err)
 	}
-	vars, err := parseEnvFile(path, data)
+	vars, err := readEnvFile(path, explicit)
 	if err != nil {
 		return err
 	}
@@ -345,6 +390,36 @@ func loadEnvFile(config string) error {
 		}
 	}
 	return nil
+}
+
+// envFileFor is the environment file that goes with the config file
+// config: the one HOOKONCE_ENV_FILE names (required), else the host's
+// /etc/hookonce/env when config is the host's config file (used when it
+// exists), else none ("").
+func envFileFor(config string) (path string, required bool) {
+	if path := os.Getenv("HOOKONCE_ENV_FILE"); path != "" {
+		return path, true
+	}
+	if isHostConfig(config) {
+		return host.EnvFile, false
+	}
+	return "", false
+}
+
+// readEnvFile reads and parses the environment file at path; a missing
+// file that is not required reads as empty. Errors name the file and the
+// line, never a value.
+func readEnvFile(path string, required bool) ([][2]string, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !required:
+		return nil, nil
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("environment file %s: %w (it holds the secrets: run the command as root or as a member of the group hookonce)", path, fs.ErrPermission)
+	case err != nil:
+		return nil, fmt.Errorf("environment file: %w", err)
+	}
+	return parseEnvFile(path, data)
 }
 
 // envName is a variable name systemd's EnvironmentFile= accepts.

@@ -21,7 +21,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hookonce/hookonce/admin"
-	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/dedupe/readiness"
@@ -151,6 +150,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.log = log
+	if cfg.envNote != "" {
+		log.Warn(cfg.envNote)
+	}
 	for _, w := range cfg.contract.Warnings {
 		log.Warn(w)
 	}
@@ -280,15 +282,20 @@ func (m *Main) AdminAddr() net.Addr { return m.admin.Addr() }
 // Failed delivers an error when a listener stops serving on its own.
 func (m *Main) Failed() <-chan error { return m.failed }
 
-// Reload swaps in the config file's current rules (serve does on SIGHUP);
-// an invalid file is refused and the rules in force stay.
+// Reload swaps in the config file's current rules (serve does on SIGHUP),
+// with the secrets as the environment file (Config.EnvFile) and the
+// secret files hold them now; an invalid file is refused and the rules in
+// force stay.
 func (m *Main) Reload() {
 	path, log := m.Config.ConfigPath, m.log
 	if path == "" {
 		log.Info("SIGHUP: no config file to reload")
 		return
 	}
-	ct, err := contract.Load(path)
+	ct, note, err := m.Config.loadContract()
+	if note != "" {
+		log.Warn(note)
+	}
 	if err != nil {
 		m.reloadOK.Set(0)
 		log.Error("config reload refused; the previous rules stay in force", "file", path,
