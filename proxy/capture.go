@@ -46,8 +46,13 @@ func (c *capture) trace() *httptrace.ClientTrace {
 }
 
 // started reports whether any byte of the request may have reached the
-// site before err ended the forward (see requestStarted).
-func (c *capture) started(err error) bool { return requestStarted(err, c.wroteHeaders.Load()) }
+// site before err ended the forward (see requestStarted). A site that sent
+// a status has the request: an error while its body was being read (a
+// timeout mid-answer, a reset) is never "unreachable", whatever the
+// RoundTripper says of its own write.
+func (c *capture) started(err error) bool {
+	return c.status != 0 || requestStarted(err, c.wroteHeaders.Load())
+}
 
 // requestStarted reports whether any byte of the request may have reached
 // the site before err. oneShot (http:// sites) counts the bytes it wrote
