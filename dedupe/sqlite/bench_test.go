@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/sqlite"
 )
 
 // BenchmarkClaim: new events claimed by 1, 8 and 32 goroutines at once on
@@ -81,6 +83,56 @@ func BenchmarkKeyPart100k(b *testing.B) {
 					b.Fatalf("List = %d records, %v", len(recs), err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkNewEventSynchronous: new events (Claim of a new key, then
+// Complete, as a delivery makes them) by 32 goroutines at once, with the
+// writes synced at every commit (synchronous=full, the default) and at
+// checkpoints only (synchronous=normal), as events/s:
+//
+//	go test ./dedupe/sqlite -run '^$' -bench NewEventSynchronous -benchtime 4s -count 4
+func BenchmarkNewEventSynchronous(b *testing.B) {
+	resp := dedupe.Response{Status: 200, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`)}
+	for _, mode := range []sqlite.Synchronous{sqlite.SyncFull, sqlite.SyncNormal} {
+		b.Run(string(mode), func(b *testing.B) {
+			s, err := sqlite.OpenWith(context.Background(), filepath.Join(b.TempDir(), "hookonce.db"), sqlite.Options{Synchronous: mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			commits := s.Commits()
+			b.ResetTimer()
+			start := time.Now()
+			for range 32 {
+				wg.Go(func() {
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return
+						}
+						req := dedupe.ClaimRequest{Sender: "bench", Key: fmt.Sprintf("k%d", i), PayloadHash: "h",
+							Owner: fmt.Sprintf("o%d", i), Lease: time.Minute, TTL: time.Hour}
+						if res, err := s.Claim(ctx, req); err != nil || res.Outcome != dedupe.Claimed {
+							b.Errorf("claim %d: %v, %v", i, res.Outcome, err)
+							return
+						}
+						if err := s.Complete(ctx, req.Sender, req.Key, req.Owner, resp,
+							dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "completed", Status: 200}); err != nil {
+							b.Errorf("complete %d: %v", i, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+			b.ReportMetric(float64(b.N)/float64(max(s.Commits()-commits, 1)), "events/commit")
 		})
 	}
 }

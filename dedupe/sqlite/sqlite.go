@@ -87,16 +87,101 @@ type Store struct {
 	closeErr  error
 }
 
-// Open opens the database at path for serving: it creates the file if
+// Synchronous is SQLite's synchronous setting for the store's writes: when
+// a commit counts as done.
+type Synchronous string
+
+const (
+	// SyncFull (the default): every commit is synced to the disk before it
+	// is acknowledged (in WAL mode, the WAL file is fsynced at each commit),
+	// so an acknowledged claim or answer survives a power loss. Group
+	// commit shares one sync among the writes waiting at once.
+	SyncFull Synchronous = "full"
+	// SyncNormal: the WAL is synced only at checkpoints. A commit survives
+	// a crash of hookonce, but a power loss or a kernel crash can undo the
+	// last commits before the next checkpoint (the file stays consistent).
+	SyncNormal Synchronous = "normal"
+)
+
+// Options are the settings of a store a DSN may carry (ParseDSN).
+type Options struct {
+	// Synchronous is SyncFull when empty.
+	Synchronous Synchronous
+}
+
+// ParseDSN splits the text after "sqlite:" into the file's path and the
+// store's options: sqlite:PATH, or sqlite:PATH?synchronous=normal. The
+// text after the last '?' is read as parameters when it has the form
+// name=value[&name=value…] (lowercase names), and an unknown name or value
+// is an error, so that a misspelt option never becomes part of a file
+// name; any other '?' stays in the path.
+func ParseDSN(s string) (string, Options, error) {
+	var o Options
+	i := strings.LastIndexByte(s, '?')
+	if i < 0 || !paramsLike(s[i+1:]) {
+		return s, o, nil
+	}
+	path, params := s[:i], s[i+1:]
+	for _, kv := range strings.Split(params, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "synchronous":
+			switch Synchronous(strings.ToLower(v)) {
+			case SyncFull, SyncNormal:
+				o.Synchronous = Synchronous(strings.ToLower(v))
+			default:
+				return "", o, fmt.Errorf("sqlite store: synchronous=%s: want full or normal", v)
+			}
+		default:
+			return "", o, fmt.Errorf("sqlite store: unknown parameter %q (known: synchronous=full|normal)", k)
+		}
+	}
+	return path, o, nil
+}
+
+// paramsLike reports whether s reads as name=value[&name=value…].
+func paramsLike(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, kv := range strings.Split(s, "&") {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return false
+		}
+		for _, c := range k {
+			if (c < 'a' || c > 'z') && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Open opens the database at path for serving with the default options
+// (OpenWith).
+func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith opens the database at path for serving: it creates the file if
 // needed and migrates it, as every backend's Open does. Read-only tools use
 // OpenReadOnly, which creates, migrates and writes nothing.
-func Open(ctx context.Context, path string) (*Store, error) {
+func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
 	}
+	sync := "synchronous(FULL)"
+	switch o.Synchronous {
+	case "", SyncFull:
+	case SyncNormal:
+		sync = "synchronous(NORMAL)"
+	default:
+		return nil, fmt.Errorf("open sqlite %s: synchronous=%s: want full or normal", path, o.Synchronous)
+	}
 	dsn := func(extra string) string {
 		q := url.Values{}
-		for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+		for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", sync, "foreign_keys(ON)"} {
 			q.Add("_pragma", p)
 		}
 		if extra != "" {

@@ -20,7 +20,7 @@ const defaultStore = "sqlite:hookonce.db"
 func serveStoreFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name: "store", Value: defaultStore, EnvVars: []string{"HOOKONCE_STORE"},
-		Usage: "where claims and answers live: sqlite:PATH, postgres://…, redis://…",
+		Usage: "where claims and answers live: sqlite:PATH[?synchronous=normal], postgres://…, redis://…",
 	}
 }
 
@@ -29,7 +29,7 @@ func serveStoreFlag() *cli.StringFlag {
 func storeFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name: "store", EnvVars: []string{"HOOKONCE_STORE"},
-		Usage: "where claims and answers live: sqlite:PATH, postgres://…, redis://… " +
+		Usage: "where claims and answers live: sqlite:PATH[?synchronous=normal], postgres://…, redis://… " +
 			"(default: HOOKONCE_STORE from the environment file, else " + host.Store +
 			" with the host's config " + host.Config + ", else " + defaultStore + ")",
 	}
@@ -52,11 +52,15 @@ const (
 func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) {
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
-		if a == readOnly {
-			return sqlite.OpenReadOnly(ctx, path)
+		// sqlite:PATH[?synchronous=full|normal]
+		path, opts, err := sqlite.ParseDSN(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//"))
+		if err != nil {
+			return nil, err
 		}
-		return sqlite.Open(ctx, path)
+		if a == readOnly {
+			return sqlite.OpenReadOnly(ctx, path) // writes nothing: synchronous does not apply
+		}
+		return sqlite.OpenWith(ctx, path, opts)
 	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"),
 		strings.HasPrefix(dsn, "redis+"), strings.HasPrefix(dsn, "rediss+"), strings.HasPrefix(dsn, "unix://"):
 		// redis(s)://, unix:///path/to/redis.sock,

@@ -1,0 +1,60 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/hookonce/hookonce/dedupe/sqlite"
+)
+
+func TestParseDSN(t *testing.T) {
+	for _, c := range []struct {
+		in, path string
+		sync     sqlite.Synchronous
+		bad      bool
+	}{
+		{in: "/var/lib/hookonce/hookonce.db", path: "/var/lib/hookonce/hookonce.db"},
+		{in: "h.db?synchronous=normal", path: "h.db", sync: sqlite.SyncNormal},
+		{in: "h.db?synchronous=FULL", path: "h.db", sync: sqlite.SyncFull},
+		{in: "/tmp/a?b/h.db", path: "/tmp/a?b/h.db"},       // a '?' in a directory name stays in the path
+		{in: "/tmp/what?.db", path: "/tmp/what?.db"},       // no name=value after it
+		{in: "h.db?synchronous=off", bad: true},            // not offered: a crash of hookonce could lose claims
+		{in: "h.db?synchronus=normal", bad: true},          // misspelt: never part of a file name
+		{in: "h.db?synchronous=normal&cache=1", bad: true}, // unknown parameter
+	} {
+		path, o, err := sqlite.ParseDSN(c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("ParseDSN(%q) = %q, %+v; want an error", c.in, path, o)
+			}
+			continue
+		}
+		if err != nil || path != c.path || o.Synchronous != c.sync {
+			t.Errorf("ParseDSN(%q) = %q, %+v, %v; want %q, %q", c.in, path, o, err, c.path, c.sync)
+		}
+	}
+}
+
+// TestSynchronousSetting reads the writer connection's synchronous back:
+// FULL (2) by default, NORMAL (1) when the DSN asks for it.
+func TestSynchronousSetting(t *testing.T) {
+	for _, c := range []struct {
+		opts sqlite.Options
+		want int
+	}{{sqlite.Options{}, 2}, {sqlite.Options{Synchronous: sqlite.SyncFull}, 2}, {sqlite.Options{Synchronous: sqlite.SyncNormal}, 1}} {
+		s, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "h.db"), c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		err = s.Write(context.Background(), "read synchronous", func(ctx context.Context, tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&got)
+		})
+		s.Close()
+		if err != nil || got != c.want {
+			t.Errorf("%+v: PRAGMA synchronous = %d, %v; want %d", c.opts, got, err, c.want)
+		}
+	}
+}
