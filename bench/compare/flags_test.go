@@ -30,7 +30,18 @@ func TestParseFlags(t *testing.T) {
 	if o.only == nil || !o.only.MatchString("hookonce new events, PostgreSQL") || o.only.MatchString("hookonce pass-through") || o.cpuprof != "cpu.out" || o.memprof != "mem.out" {
 		t.Errorf("parsed = %+v", o)
 	}
-	for _, bad := range [][]string{{"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"-open-duration", "0s"}, {"extra"}, {"-nope"}} {
+	o, err = parseFlags([]string{"-mode", "deploy"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.mode != "deploy" || o.duration != 4*time.Second || o.rounds != 4 || o.wrkThreads != 2 {
+		t.Errorf("deploy defaults = %+v", o)
+	}
+	o, err = parseFlags([]string{"-mode", "deploy", "-duration", "1s", "-rounds", "1"}, io.Discard)
+	if err != nil || o.duration != time.Second || o.rounds != 1 {
+		t.Errorf("deploy with flags = %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{{"-mode", "x"}, {"-wrk-threads", "0"}, {"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"-open-duration", "0s"}, {"extra"}, {"-nope"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

@@ -65,6 +65,13 @@ const (
 )
 
 func main() {
+	if inRole, err := runRole(); inRole {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare role:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -72,6 +79,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
+	}
+	run := run
+	if o.mode == "deploy" {
+		run = runDeploy
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -535,9 +546,9 @@ func (r *rig) postgresPaths(ctx context.Context, o options, p *poster, srv *pgte
 			return nil, nil, err
 		}
 		pgb := func(rate float64, d time.Duration) sample {
-			n0, err0 := unfinished(ctx, pg, "pgbench")
+			n0, err0 := unfinished(ctx, pg.Pool(), "pgbench")
 			s := runPgbench(pb, file, srv.Port(), "compare", o.conns, rate, d)
-			n1, err1 := unfinished(ctx, pg, "pgbench")
+			n1, err1 := unfinished(ctx, pg.Pool(), "pgbench")
 			var e string
 			switch {
 			case errors.Join(err0, err1) != nil:
@@ -597,8 +608,8 @@ func (r *rig) serve(ctx context.Context, srv *pgtest.Server, siteURL *url.URL, d
 }
 
 // unfinished counts sender's records that are not done.
-func unfinished(ctx context.Context, pg *postgres.Store, sender string) (int64, error) {
+func unfinished(ctx context.Context, pool *pgxpool.Pool, sender string) (int64, error) {
 	var n int64
-	err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM hookonce_records WHERE sender = $1 AND state <> 'done'`, sender).Scan(&n)
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM hookonce_records WHERE sender = $1 AND state <> 'done'`, sender).Scan(&n)
 	return n, err
 }
