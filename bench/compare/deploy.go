@@ -36,22 +36,6 @@ import (
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 )
 
-// Names of the deployment mode's paths.
-const (
-	dName        = "direct to the site"
-	dBare        = "bare httputil.ReverseProxy (own process)"
-	dNginx       = "nginx proxy_pass, upstream keepalive 64"
-	dPass        = "hookonce serve: pass-through"
-	dDup         = "hookonce serve: duplicates (replay cache)"
-	dNewPG       = "hookonce serve: new events, PostgreSQL"
-	dNewSQ       = "hookonce serve: new events, SQLite (synchronous=FULL, default)"
-	dNewSQNormal = "hookonce serve: new events, SQLite ?synchronous=normal"
-	dPgbench     = "floor: hookonce's new-event statements, pgbench -M prepared -c %d -j 2"
-	dPgbenchRate = "floor: hookonce's new-event statements, pgbench -M prepared -R %.0f"
-	dOpenDirect  = "direct to the site"
-	dOpenNewPG   = "hookonce serve: new events, PostgreSQL"
-)
-
 // dpath is one thing measured in the deployment mode.
 type dpath struct {
 	name string
