@@ -58,11 +58,15 @@ func needMount(t *testing.T) {
 // tmpfsServe runs `hookonce serve` on SQLite in a tmpfs of the given size,
 // mounted in its own mount namespace. files is the tmpfs as the test sees
 // it (through /proc/PID/root).
-func tmpfsServe(t *testing.T, size, upstream string) (p *proc, dir, files string) {
+func tmpfsServe(t *testing.T, size, upstream string, defaults ...string) (p *proc, dir, files string) {
 	t.Helper()
 	dir = t.TempDir()
+	config := diskConfig
+	for _, d := range defaults {
+		config = strings.Replace(config, "defaults:\n", "defaults:\n  "+d+"\n", 1)
+	}
 	p = startServe(t, serveOpts{
-		store: "sqlite:" + filepath.Join(dir, "hookonce.db"), upstream: upstream, config: diskConfig,
+		store: "sqlite:" + filepath.Join(dir, "hookonce.db"), upstream: upstream, config: config,
 		wrap: []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mountScript, size, dir},
 	})
 	files = fmt.Sprintf("/proc/%d/root%s", p.pid(), dir)
@@ -149,6 +153,8 @@ func TestDiskFullFiller(t *testing.T) {
 		notStored  = 1 // hookonce_answers_not_stored_total: that answer
 		takeovers  = 1 // the retry takes the dead claim over
 		violations = 0 // site executions without a stored claim
+		heldAnswer = 400 << 10
+		maxSpill   = 2000 // new events the files' free blocks may still take
 	)
 	var checker claimChecker
 	release := make(chan struct{})
@@ -161,10 +167,20 @@ func TestDiskFullFiller(t *testing.T) {
 			case <-release:
 			case <-time.After(20 * time.Second):
 			}
+			// An answer larger than any WAL this file has had. The store
+			// checkpoints in the background (dedupe/sqlite/checkpoint.go),
+			// so the WAL restarts from its start often and a commit that
+			// fits in the blocks the WAL file already has is written over
+			// them in place: it needs no new space and is stored even on a
+			// full disk (the small answer this test used to hold was). A
+			// commit this large appends to the WAL and must fail.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"ok":true,"id":"held","n":1,"pad":%q}`, strings.Repeat("p", heldAnswer))
+			return true
 		}
 		return false
 	})
-	p, _, files := tmpfsServe(t, "2m", s.URL)
+	p, _, files := tmpfsServe(t, "2m", s.URL, "max_stored_body: 512KiB")
 	checker.admin.Store(p.Admin)
 	client := newClient(t, 20*time.Second)
 	url := p.URL + "/hooks/shop"
@@ -181,6 +197,29 @@ func TestDiskFullFiller(t *testing.T) {
 	filled := fill(t, filepath.Join(files, "filler"))
 	close(release)
 	held := <-heldReply
+	held.body = fmt.Sprintf("(%d bytes)", len(held.body))
+
+	// A full file system still takes the commits that fit in blocks the
+	// store's files already have: the WAL restarts from its start after
+	// each complete checkpoint (dedupe/sqlite/checkpoint.go) and is written
+	// over in place, and a checkpoint that needs no new page of the
+	// database file completes. Those claims are stored, so their events
+	// run once; new events are refused once no commit fits. Send new
+	// events until the first is refused.
+	spilled := 0
+	for ; ; spilled++ {
+		id := fmt.Sprint("spill-", spilled)
+		r := post(client, url, evt(id))
+		if r.status == http.StatusServiceUnavailable && s.execs(id) == 0 {
+			break
+		}
+		if r.status != 200 || s.execs(id) != 1 {
+			t.Fatalf("%s on a full disk: %s, executions %d; want 503 and 0, or 200 and 1", id, r, s.execs(id))
+		}
+		if spilled == maxSpill {
+			t.Fatalf("%d new events stored on a full disk: none refused", spilled)
+		}
+	}
 
 	full := map[int]int{}
 	for i := range refused {
@@ -197,8 +236,8 @@ func TestDiskFullFiller(t *testing.T) {
 	}
 	metrics := p.metrics(t)
 	gotNotStored := int(counter(metrics, "hookonce_answers_not_stored_total"))
-	t.Logf("disk filled with %d bytes; the held delivery got %s; new events while full: %s; answers not stored %d, logged %d",
-		filled, held, histogram(full), gotNotStored, p.countLog("answer not stored before the lease ran out: a retry will run the handler again"))
+	t.Logf("disk filled with %d bytes; the held delivery got %s; new events stored in the files' free blocks: %d; new events while full: %s; answers not stored %d, logged %d",
+		filled, held, spilled, histogram(full), gotNotStored, p.countLog("answer not stored before the lease ran out: a retry will run the handler again"))
 	if held.status != 200 {
 		t.Errorf("the delivery at the site when the disk filled got %s; want the site's 200", held)
 	}

@@ -102,6 +102,7 @@ func (s *Store) writer() {
 		s.queued.Add(-int64(len(batch)))
 		s.runBatch(batch)
 		clear(batch) // let the answered requests go
+		s.writerCheckpoint()
 	}
 }
 
@@ -150,6 +151,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 			return
 		}
 		s.commits.Add(1)
+		s.kickCheckpoint()
 		r.done <- nil
 		return
 	}
@@ -187,6 +189,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 		return
 	}
 	s.commits.Add(1)
+	s.kickCheckpoint()
 	for i, r := range pending {
 		r.done <- answers[i]
 	}

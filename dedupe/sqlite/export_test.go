@@ -30,3 +30,7 @@ func (s *Store) Checked() (done bool, bad string) {
 
 // SchemaVersion is the user_version a migrated file has.
 var SchemaVersion = schemaVersion
+
+// WALFrames is the WAL's size in frames at the checkpointer's last
+// checkpoint.
+func (s *Store) WALFrames() int64 { return s.walFrames.Load() }

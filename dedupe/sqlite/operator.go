@@ -136,6 +136,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 	if lim <= 0 {
 		lim = -1 // SQLite: no limit
 	}
+	defer s.purgeStart(ctx)()
 	// Records go purgeChunk at a time, each chunk its own transaction: the
 	// file has one writer, and claims wait for the purge's transaction to
 	// commit, so a long one is every waiting claim's latency.
