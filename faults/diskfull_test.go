@@ -58,7 +58,7 @@ func needMount(t *testing.T) {
 // tmpfsServe runs `hookonce serve` on SQLite in a tmpfs of the given size,
 // mounted in its own mount namespace. files is the tmpfs as the test sees
 // it (through /proc/PID/root).
-func tmpfsServe(t *testing.T, size, upstream string, defaults ...string) (p *proc, dir, files string) {
+func tmpfsServe(t *testing.T, size, upstream, storeParams string, defaults ...string) (p *proc, dir, files string) {
 	t.Helper()
 	dir = t.TempDir()
 	config := diskConfig
@@ -66,7 +66,7 @@ func tmpfsServe(t *testing.T, size, upstream string, defaults ...string) (p *pro
 		config = strings.Replace(config, "defaults:\n", "defaults:\n  "+d+"\n", 1)
 	}
 	p = startServe(t, serveOpts{
-		store: "sqlite:" + filepath.Join(dir, "hookonce.db"), upstream: upstream, config: config,
+		store: "sqlite:" + filepath.Join(dir, "hookonce.db") + storeParams, upstream: upstream, config: config,
 		wrap: []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mountScript, size, dir},
 	})
 	files = fmt.Sprintf("/proc/%d/root%s", p.pid(), dir)
@@ -141,9 +141,17 @@ func evt(id string) string { return fmt.Sprintf(`{"id":%q,"amount":100}`, id) }
 // work, an answer that cannot be stored is logged and counted and its
 // event runs at most once more, and once space is freed the same process
 // serves again.
+//
+// Under the default synchronous=full and under ?synchronous=normal, where
+// the store checkpoints off its writer (dedupe/sqlite/checkpoint.go).
 func TestDiskFullFiller(t *testing.T) {
 	needBinary(t)
 	needMount(t)
+	t.Run("full", func(t *testing.T) { diskFullFiller(t, "") })
+	t.Run("normal", func(t *testing.T) { diskFullFiller(t, "?synchronous=normal") })
+}
+
+func diskFullFiller(t *testing.T, storeParams string) {
 	// Expected, written down before the run.
 	const (
 		warm       = 3 // events processed before the disk fills: 200, 1 execution each
@@ -167,20 +175,22 @@ func TestDiskFullFiller(t *testing.T) {
 			case <-release:
 			case <-time.After(20 * time.Second):
 			}
-			// An answer larger than any WAL this file has had. The store
-			// checkpoints in the background (dedupe/sqlite/checkpoint.go),
-			// so the WAL restarts from its start often and a commit that
-			// fits in the blocks the WAL file already has is written over
-			// them in place: it needs no new space and is stored even on a
-			// full disk (the small answer this test used to hold was). A
-			// commit this large appends to the WAL and must fail.
+			// An answer larger than any WAL this file has had. After a
+			// checkpoint that copied every frame the WAL restarts from its
+			// start, and a commit that fits in the blocks the WAL file
+			// already has is written over them in place: it needs no new
+			// space and is stored even on a full disk. Under
+			// ?synchronous=normal the store checkpoints in the background
+			// (dedupe/sqlite/checkpoint.go), so that happens at once: the
+			// small answer this test used to hold was stored. A commit
+			// this large appends to the WAL and must fail.
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"ok":true,"id":"held","n":1,"pad":%q}`, strings.Repeat("p", heldAnswer))
 			return true
 		}
 		return false
 	})
-	p, _, files := tmpfsServe(t, "2m", s.URL, "max_stored_body: 512KiB")
+	p, _, files := tmpfsServe(t, "2m", s.URL, storeParams, "max_stored_body: 512KiB")
 	checker.admin.Store(p.Admin)
 	client := newClient(t, 20*time.Second)
 	url := p.URL + "/hooks/shop"
@@ -201,8 +211,7 @@ func TestDiskFullFiller(t *testing.T) {
 
 	// A full file system still takes the commits that fit in blocks the
 	// store's files already have: the WAL restarts from its start after
-	// each complete checkpoint (dedupe/sqlite/checkpoint.go) and is written
-	// over in place, and a checkpoint that needs no new page of the
+	// each complete checkpoint and is written over in place, and a checkpoint that needs no new page of the
 	// database file completes. Those claims are stored, so their events
 	// run once; new events are refused once no commit fits. Send new
 	// events until the first is refused.
@@ -301,7 +310,7 @@ func TestDiskFullWAL(t *testing.T) {
 		checker.check(id)
 		return false
 	})
-	p, dir, files := tmpfsServe(t, tinySize, s.URL)
+	p, dir, files := tmpfsServe(t, tinySize, s.URL, "")
 	checker.admin.Store(p.Admin)
 	client := newClient(t, 20*time.Second)
 	url := p.URL + "/hooks/shop"

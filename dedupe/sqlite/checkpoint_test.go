@@ -13,20 +13,21 @@ import (
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 )
 
-// TestCheckpointOffTheWriter: the writer never checkpoints by itself
-// (wal_autocheckpoint 0, but while a purge runs), and the checkpointer
+// TestCheckpointOffTheWriter: under synchronous=normal the writer never
+// checkpoints by itself (wal_autocheckpoint 0, but while a purge runs),
+// and the checkpointer
 // copies committed pages into the database file while the store is open:
 // the file grows after a few claims, long before SQLite's own automatic
 // checkpoint (1,000 WAL pages) would have run.
 func TestCheckpointOffTheWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")
-	s, err := sqlite.Open(context.Background(), path)
+	s, err := sqlite.OpenWith(context.Background(), path, sqlite.Options{Synchronous: sqlite.SyncNormal})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ctx := context.Background()
-	autocheckpoint := func() int {
+	autocheckpoint := func(s *sqlite.Store) int {
 		var n int
 		if err := s.Write(ctx, "read wal_autocheckpoint", func(ctx context.Context, tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&n)
@@ -35,7 +36,7 @@ func TestCheckpointOffTheWriter(t *testing.T) {
 		}
 		return n
 	}
-	if n := autocheckpoint(); n != 0 {
+	if n := autocheckpoint(s); n != 0 {
 		t.Errorf("the writer's wal_autocheckpoint = %d, want 0", n)
 	}
 	st, err := os.Stat(path)
@@ -68,7 +69,19 @@ func TestCheckpointOffTheWriter(t *testing.T) {
 	if _, err := s.Purge(ctx, dedupe.PurgeRequest{Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if n := autocheckpoint(); n != 0 {
+	if n := autocheckpoint(s); n != 0 {
 		t.Errorf("after a purge the writer's wal_autocheckpoint = %d, want 0", n)
+	}
+	// Under synchronous=full (the default) the writer keeps SQLite's own
+	// automatic checkpoint.
+	full := open(t)
+	if n := autocheckpoint(full); n != 1000 {
+		t.Errorf("synchronous=full: the writer's wal_autocheckpoint = %d, want SQLite's 1000", n)
+	}
+	if _, err := full.Purge(ctx, dedupe.PurgeRequest{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if n := autocheckpoint(full); n != 1000 {
+		t.Errorf("synchronous=full, after a purge: the writer's wal_autocheckpoint = %d, want 1000", n)
 	}
 }

@@ -80,9 +80,10 @@ type Store struct {
 	queued     atomic.Int64 // writes sent and not yet taken by the writer
 	commits    atomic.Int64 // transactions the writer committed
 
-	// Checkpoints off the writer (checkpoint.go): the checkpointer's own
-	// connection, its wake-up after commits, closed when it has stopped;
-	// the WAL's frames at its last checkpoint; purges running.
+	// Checkpoints off the writer (checkpoint.go; synchronous=normal only,
+	// else ckpt is nil): the checkpointer's own connection, its wake-up
+	// after commits, closed when it has stopped; the WAL's frames at its
+	// last checkpoint; purges running.
 	ckpt      *sql.DB
 	ckptKick  chan struct{}
 	ckptDone  chan struct{}
@@ -199,7 +200,12 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		q.Set("_txlock", "immediate")
 		return fileURI(path, q)
 	}
-	w, err := sql.Open("sqlite", dsn("wal_autocheckpoint(0)")) // checkpoints off the writer (checkpoint.go)
+	offWriter := sync == "synchronous(NORMAL)" // checkpoints off the writer (checkpoint.go)
+	writerExtra := ""
+	if offWriter {
+		writerExtra = "wal_autocheckpoint(0)"
+	}
+	w, err := sql.Open("sqlite", dsn(writerExtra))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -231,12 +237,14 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	s := &Store{path: path, w: w, r: r, ws: ws, rs: rs,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
-	if err := s.startCheckpointer(dsn("")); err != nil {
-		rs.close()
-		ws.close()
-		r.Close()
-		w.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	if offWriter {
+		if err := s.startCheckpointer(dsn("")); err != nil {
+			rs.close()
+			ws.close()
+			r.Close()
+			w.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
 	}
 	go s.writer()
 	s.startCheck()
@@ -294,9 +302,13 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.writerDone
-		<-s.ckptDone
+		var ckptErr error
+		if s.ckpt != nil {
+			<-s.ckptDone
+			ckptErr = s.ckpt.Close()
+		}
 		s.stopCheck()
-		s.closeErr = errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), s.ckpt.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), ckptErr, s.w.Close())
 	})
 	return s.closeErr
 }
