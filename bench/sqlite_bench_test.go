@@ -9,7 +9,7 @@ package bench_test
 //	go test ./bench -run '^$' -bench SQLite -benchtime 2s
 //
 // The file sits in a throwaway directory on the machine's disk, opened as
-// hookonce serve opens it (WAL, synchronous=NORMAL, one writer).
+// hookonce serve opens it (WAL, synchronous=FULL by default, one writer).
 
 import (
 	"context"

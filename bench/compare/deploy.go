@@ -193,6 +193,22 @@ func (p *roleProc) stop() {
 	}
 }
 
+// settledRuns reads the site's count once it has not moved for 200 ms
+// (at most 5 s): requests wrk left in flight when it stopped still reach
+// the site through a proxy after wrk has exited.
+func settledRuns(site string) (int64, error) {
+	last, err := siteRuns(site)
+	for end := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(end); {
+		time.Sleep(200 * time.Millisecond)
+		var n int64
+		if n, err = siteRuns(site); err == nil && n == last {
+			return n, nil
+		}
+		last = n
+	}
+	return last, err
+}
+
 // siteRuns reads how many webhooks the site process has executed.
 func siteRuns(site string) (int64, error) {
 	resp, err := http.Get(site + countPath)
@@ -400,8 +416,8 @@ func runDeploy(o options) error {
 		if rate == 0 && pt.external == nil && d > time.Second {
 			runWrk(wrkBin, script, pt.url, o.wrkThreads, o.conns, time.Second, "warm"+strconv.FormatInt(seq.Add(1), 10), pt.mode)
 		}
+		r0, errR0 := settledRuns(site.URL) // the warm-up's last requests done
 		h0, s0, v0 := read(pt.hookonce), site.CPU(), read(pt.servers)
-		r0, errR0 := siteRuns(site.URL)
 		switch {
 		case pt.external != nil:
 			out.sample = pt.external(rate, d)
@@ -415,7 +431,7 @@ func runDeploy(o options) error {
 			out.loadCPU = out.SelfCPU
 		}
 		out.hookonceCPU, out.siteCPU, out.serversCPU = read(pt.hookonce)-h0, site.CPU()-s0, read(pt.servers)-v0
-		r1, errR1 := siteRuns(site.URL)
+		r1, errR1 := settledRuns(site.URL)
 		out.siteRuns = r1 - r0
 		if pt.siteRuns >= 0 && out.Requests > 0 {
 			var bad string
