@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,6 +60,38 @@ func TestOpenStoreMigrates(t *testing.T) {
 	}
 	if _, err := openStore(ctx, "mysql://db/x", readWrite); err == nil || !strings.Contains(err.Error(), "unknown store") {
 		t.Fatalf("mysql://: %v, want unknown store", err)
+	}
+}
+
+// sqlite:PATH?synchronous=normal opens PATH itself (not a file named with
+// the parameter), for serve and for the read-only commands, and a
+// misspelt parameter is refused before any file is made.
+func TestOpenStoreSQLiteSynchronous(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "h.db")
+	s, err := openStore(ctx, "sqlite:"+path+"?synchronous=normal", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the store's file: %v", err)
+	}
+	ro, err := openStore(ctx, "sqlite:"+path+"?synchronous=normal", readOnly)
+	if err != nil {
+		t.Fatalf("read-only: %v", err)
+	}
+	ro.Close()
+	bad := filepath.Join(dir, "other.db")
+	if _, err := openStore(ctx, "sqlite:"+bad+"?synchronus=normal", readWrite); err == nil || !strings.Contains(err.Error(), "unknown parameter") {
+		t.Fatalf("a misspelt parameter: %v, want unknown parameter", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "other*")); len(names) != 0 {
+		t.Errorf("a refused DSN made files: %v", names)
 	}
 }
 
