@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"html"
+	"html/template"
 	"maps"
 	"net/http"
 	"slices"
@@ -46,7 +48,7 @@ func (h *Handler) readinessReport(r *http.Request) (readiness.Report, error) {
 func (h *Handler) uiReadiness(w http.ResponseWriter, r *http.Request) {
 	if h.o.Readiness == nil {
 		h.render(w, http.StatusNotImplemented, "error.html", errorPage{Title: "Not available",
-			Message: "The readiness report needs the admin listener of hookonce serve (it judges the senders of the config in force); hookonce readiness --config FILE prints it too."})
+			Message: "The readiness report needs the admin listener of hookonce serve (it judges the senders of the config in force); hookonce readiness prints it too."})
 		return
 	}
 	rep, err := h.readinessReport(r)
@@ -87,3 +89,28 @@ func (h *Handler) apiReadiness(w http.ResponseWriter, r *http.Request) {
 }
 
 func msDuration(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+
+// codeSpans renders a finding's text, which marks config keys and field
+// names as `code spans` (as the terminal shows them), for the page: the
+// text escaped, each span between a pair of backticks as <code>, so the
+// page shows no literal backtick. An odd backtick is left as it is.
+func codeSpans(s string) template.HTML {
+	var b strings.Builder
+	for {
+		open := strings.IndexByte(s, '`')
+		if open < 0 {
+			break
+		}
+		end := strings.IndexByte(s[open+1:], '`')
+		if end < 0 {
+			break
+		}
+		b.WriteString(html.EscapeString(s[:open]))
+		b.WriteString("<code>")
+		b.WriteString(html.EscapeString(s[open+1 : open+1+end]))
+		b.WriteString("</code>")
+		s = s[open+1+end+1:]
+	}
+	b.WriteString(html.EscapeString(s))
+	return template.HTML(b.String())
+}

@@ -105,8 +105,8 @@ func TestReadinessPageInChromium(t *testing.T) {
 	for _, want := range []string{
 		`data-sender="shop" data-verdict="ready"`,
 		`data-sender="stripe" data-verdict="not ready"`,
-		"`pending_webhooks` changed in 3 of 3 repeats",
-		"add `pending_webhooks` to `ignore`",
+		"<code>pending_webhooks</code> changed in 3 of 3 repeats",
+		"add <code>pending_webhooks</code> to <code>ignore</code>",
 		`href="/ui/events/stripe/evt_2"`,
 		`href="/ui/conflicts?sender=stripe"`,
 		`<a href="/ui/readiness">Readiness</a>`,
@@ -114,6 +114,11 @@ func TestReadinessPageInChromium(t *testing.T) {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the readiness page lacks %s", want)
 		}
+	}
+	// The report marks names as `code spans` for the terminal; the page
+	// renders them, never a literal backtick.
+	if strings.Contains(dom, "`") {
+		t.Errorf("the readiness page shows a literal backtick")
 	}
 	if t.Failed() {
 		t.Fatalf("DOM:\n%s", dom)

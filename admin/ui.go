@@ -53,6 +53,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"join":     strings.Join,
 	// msDuration prints milliseconds as a duration (readiness.go).
 	"msDuration": msDuration,
+	// codeSpans renders the report's `code spans` as <code> (readiness.go).
+	"codeSpans": codeSpans,
 	// signIn: whether this listener has sign-ins (an admin token), so the
 	// page offers "Sign out"; each Handler replaces it (Handler.pages).
 	"signIn": func() bool { return false },

@@ -66,6 +66,10 @@ type Sender struct {
 	// StoreRequestBody: the sender keeps request bodies, so a conflict
 	// records which fields changed.
 	StoreRequestBody bool
+	// InProgressReject: the sender answers a repeat that comes while the
+	// first delivery is at the site 409 (in_progress: reject); false is
+	// the default, wait, which is never advised as a change.
+	InProgressReject bool
 }
 
 // Options of Build.
@@ -569,8 +573,12 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 			Link: "/ui/events?sender=" + url.QueryEscape(r.Sender) + "&status=unretried"})
 	}
 	if r.RepeatsWhileBusy > 0 {
-		note(Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site", r.RepeatsWhileBusy),
-			Fix: "with `in_progress: wait` they get the first one's answer instead of 409"})
+		f := Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site; they wait for its answer (`in_progress: wait`, the default)", r.RepeatsWhileBusy)}
+		if s.InProgressReject {
+			f = Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site (answered 409: `in_progress: reject`)", r.RepeatsWhileBusy),
+				Fix: "remove `in_progress: reject` (the default, wait, gives them the first one's answer) unless the provider needs the 409"}
+		}
+		note(f)
 	}
 	if r.StoreErrors > 0 {
 		note(Finding{What: fmt.Sprintf("the store failed %d times for this sender", r.StoreErrors), Fix: "check the store (see /readyz and the log)"})
@@ -581,7 +589,10 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	if r.TimeoutMillis > 0 && r.SlowestMillis > r.TimeoutMillis/2 {
 		f := Finding{What: fmt.Sprintf("the slowest answer took %s; the sender waits %s (%s)", ms(r.SlowestMillis), ms(r.TimeoutMillis), r.TimeoutFrom)}
 		if r.SlowestMillis > r.TimeoutMillis {
-			f.Fix = "the sender gives up first and sends again while the site works; `in_progress: wait` answers those repeats once the first is done"
+			f.Fix = "the sender gives up first and sends again while the site works; those repeats wait and get the first one's answer"
+			if s.InProgressReject {
+				f.Fix = "the sender gives up first and sends again while the site works; with `in_progress: reject` those repeats get 409 (the default, wait, answers them once the first is done)"
+			}
 		}
 		note(f)
 	}

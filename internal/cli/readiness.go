@@ -27,7 +27,7 @@ func readinessCommand() *cli.Command {
 		Name:  "readiness",
 		Usage: "judge from the recorded traffic whether each sender can go live (exit 0: every sender is ready)",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "the config file serve runs with (sender rules)"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "the config file serve runs with (sender rules; default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml)"},
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
 			&cli.DurationFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "only the traffic of the last DURATION (e.g. 168h); default: since each sender was first seen, at most 35 days"},
 		},
@@ -36,11 +36,21 @@ func readinessCommand() *cli.Command {
 }
 
 func runReadiness(c *cli.Context) error {
-	const usage = "usage: hookonce readiness --config FILE [--store DSN] [--sender S] [--since DURATION] [--json]"
-	if c.NArg() != 0 || c.String("config") == "" {
+	const usage = "usage: hookonce readiness [--config FILE] [--store DSN] [--sender S] [--since DURATION] [--json]"
+	// The config and the environment file with its secrets, found as the
+	// other operator's commands find them (operatorConfig): as pasted on
+	// an installed host, `hookonce readiness` alone reads both.
+	path, err := operatorConfig(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if c.NArg() != 0 {
 		return cli.Exit(usage, exitUsage)
 	}
-	ct, err := contract.Load(c.String("config"))
+	if path == "" {
+		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+	}
+	ct, err := contract.Load(path)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
@@ -97,7 +107,7 @@ func ReadinessSenders(ct *contract.Contract) []readiness.Sender {
 		rs := readiness.Sender{Name: s.Name, Path: s.Path, Mode: string(s.Mode), Signed: s.HasSignature(),
 			HashJSON: s.Hash == contract.HashJSON, StoreRequestBody: s.StoreRequestBody,
 			Timeout: s.UpstreamTimeout, TimeoutFrom: "upstream_timeout",
-			Success: successWords(s.Success)}
+			Success: successWords(s.Success), InProgressReject: s.InProgress == contract.InProgressReject}
 		if d, ok := documentedTimeout[s.Preset]; ok {
 			rs.Timeout, rs.TimeoutFrom = d, s.Preset+"'s documented timeout"
 		}
