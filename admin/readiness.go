@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"html"
 	"html/template"
 	"maps"
@@ -39,11 +40,26 @@ type readinessSender struct {
 	}
 }
 
+// readinessReport builds the report for the request's window: ?since= as
+// hookonce readiness --since takes it (a date, an RFC 3339 time or a
+// duration ago), else since each sender's rules last changed.
 func (h *Handler) readinessReport(r *http.Request) (readiness.Report, error) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := readiness.ParseSince(v, time.Now())
+		if err != nil {
+			return readiness.Report{}, errBadSince{err}
+		}
+		since = t
+	}
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	return h.o.Readiness(ctx)
+	return h.o.Readiness(ctx, since)
 }
+
+// errBadSince: ?since= is not a time; the caller's mistake, not the
+// store's.
+type errBadSince struct{ error }
 
 func (h *Handler) uiReadiness(w http.ResponseWriter, r *http.Request) {
 	if h.o.Readiness == nil {
@@ -52,6 +68,10 @@ func (h *Handler) uiReadiness(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := h.readinessReport(r)
+	if bad := (errBadSince{}); errors.As(err, &bad) {
+		h.render(w, http.StatusBadRequest, "error.html", errorPage{Title: "Bad request", Message: "since " + bad.Error()})
+		return
+	}
 	if err != nil {
 		h.uiStoreError(w, "readiness", err)
 		return
@@ -80,6 +100,10 @@ func (h *Handler) apiReadiness(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := h.readinessReport(r)
+	if bad := (errBadSince{}); errors.As(err, &bad) {
+		problem.Write(w, http.StatusBadRequest, "Bad request", "since "+bad.Error())
+		return
+	}
 	if err != nil {
 		h.log.Warn("admin: readiness not built", "err", err)
 		problem.Write(w, http.StatusServiceUnavailable, "Store unavailable", "the readiness report could not be read from the store")

@@ -35,7 +35,7 @@ senders:
 // (not ready), through a real proxy in shadow mode; it checks that the
 // site ran every delivery, and returns the report once the counters are
 // in the store.
-func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context) (readiness.Report, error) {
+func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context, since time.Time) (readiness.Report, error) {
 	site := proxytest.NewUpstream(t, nil)
 	srv := proxytest.StartProxy(t, store, site.URL, readinessYAML)
 	for i := range 22 {
@@ -62,12 +62,12 @@ func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context) (
 		{Name: "shop", Path: "/hooks/shop", Mode: "shadow", Keys: []string{"body:id"}, Timeout: 30 * time.Second, TimeoutFrom: "upstream_timeout"},
 		{Name: "stripe", Path: "/hooks/stripe", Mode: "shadow", HashJSON: true, StoreRequestBody: true, Keys: []string{"body:id"}},
 	}
-	build := func(ctx context.Context) (readiness.Report, error) {
-		return readiness.Build(ctx, store, senders, readiness.Options{DistinctKeys: true})
+	build := func(ctx context.Context, since time.Time) (readiness.Report, error) {
+		return readiness.Build(ctx, store, senders, readiness.Options{DistinctKeys: true, Since: since})
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rep, err := build(context.Background())
+		rep, err := build(context.Background(), time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}

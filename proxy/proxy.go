@@ -68,22 +68,25 @@ type Options struct {
 // Proxy is the sidecar's request handler.
 type Proxy struct {
 	contract atomic.Pointer[contract.Contract]
-	store    dedupe.Store
-	log      *slog.Logger
-	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
-	m        *metrics
-	now      func() time.Time
-	pass     *httputil.ReverseProxy
-	capt     *httputil.ReverseProxy
-	hits     *hitCounter
-	traffic  *trafficCounter // the readiness report's counters (traffic.go)
-	failAt   func(point string)
-	replica  string
-	waiters  waiters
-	objects  objectQueues        // local queues of deliveries per business object (serialize)
-	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
-	slots    atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
-	siteDown atomic.Int64        // forwards in a row that found the site unreachable
+	// rulesTags are the senders' RulesTag in force, by name: the
+	// readiness counters carry them (traffic.go).
+	rulesTags atomic.Pointer[map[string]string]
+	store     dedupe.Store
+	log       *slog.Logger
+	logs      sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
+	m         *metrics
+	now       func() time.Time
+	pass      *httputil.ReverseProxy
+	capt      *httputil.ReverseProxy
+	hits      *hitCounter
+	traffic   *trafficCounter // the readiness report's counters (traffic.go)
+	failAt    func(point string)
+	replica   string
+	waiters   waiters
+	objects   objectQueues        // local queues of deliveries per business object (serialize)
+	locker    dedupe.ObjectLocker // the store's object locks; nil when it has none
+	slots     atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
+	siteDown  atomic.Int64        // forwards in a row that found the site unreachable
 
 	// confirmedGet reads a record only once the store confirms it is
 	// durable (dedupe.ConfirmedReader; Get when the store has none).
@@ -190,6 +193,11 @@ func (p *Proxy) SetContract(c *contract.Contract) {
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedForwarded)
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedRefused)
 	}
+	tags := make(map[string]string, len(c.Senders))
+	for _, s := range c.Senders {
+		tags[s.Name] = s.RulesTag()
+	}
+	p.rulesTags.Store(&tags)
 	p.contract.Store(c)
 }
 

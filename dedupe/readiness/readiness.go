@@ -66,6 +66,10 @@ type Sender struct {
 	// StoreRequestBody: the sender keeps request bodies, so a conflict
 	// records which fields changed.
 	StoreRequestBody bool
+	// Rules is the tag of the sender's rules in force (the contract's
+	// RulesTag): by default the report counts only the deliveries counted
+	// under it, so a fix starts the count afresh.
+	Rules string
 	// InProgressReject: the sender answers a repeat that comes while the
 	// first delivery is at the site 409 (in_progress: reject); false is
 	// the default, wait, which is never advised as a change.
@@ -76,8 +80,9 @@ type Sender struct {
 type Options struct {
 	// Now is the report's time; zero means time.Now().
 	Now time.Time
-	// Since starts the window; zero means since each sender was first
-	// seen (at most dedupe.TrafficKeep ago).
+	// Since starts the window (from its day: counters are per day);
+	// zero means since each sender's rules last changed (the counters
+	// carry the rules' tag), at most dedupe.TrafficKeep ago.
 	Since time.Time
 	// Sender limits the report to one sender ("" for all).
 	Sender     string
@@ -110,6 +115,13 @@ type SenderReport struct {
 	Mode      string    `json:"mode,omitempty"`
 	FirstSeen time.Time `json:"first_seen,omitzero"`
 	LastSeen  time.Time `json:"last_seen,omitzero"`
+	// Rules is the tag of the sender's rules in force; RulesSince the
+	// first day a delivery was counted under them (zero: none yet). By
+	// default the report counts from RulesSince: what came under earlier
+	// rules (EarlierRules deliveries) is left out.
+	Rules        string    `json:"rules,omitempty"`
+	RulesSince   time.Time `json:"rules_since,omitzero"`
+	EarlierRules int64     `json:"earlier_rules_deliveries,omitempty"`
 	// Deliveries is every delivery this sender took.
 	Deliveries int64 `json:"deliveries"`
 	// Keyed: deliveries that had an event id and a valid signature.
@@ -138,6 +150,12 @@ type SenderReport struct {
 	MissingKeyShapes  []Shape `json:"missing_key_shapes,omitempty"`
 	Passthrough       int64   `json:"passthrough"`
 	SignatureFailures int64   `json:"signature_failures"`
+	// SignatureFailuresFrom: the bad signatures by source network (an
+	// IPv4 /24, an IPv6 /48; "(other shapes)" past the counters' bound);
+	// RefusedStrangers of them came from networks that sent this sender
+	// no good delivery.
+	SignatureFailuresFrom []Shape `json:"signature_failures_from,omitempty"`
+	RefusedStrangers      int64   `json:"refused_strangers"`
 	// Unsigned: deliveries taken without any signature configured.
 	Unsigned int64 `json:"unsigned"`
 	// Answers counts the site's answers to the deliveries forwarded with a
@@ -244,17 +262,43 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 	get := func(name string) *tally {
 		a := tallies[name]
 		if a == nil {
-			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{}}
+			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{},
+				good: map[string]int64{}, bad: map[string]int64{}}
 			tallies[name] = a
 		}
 		return a
 	}
 	for _, s := range senders {
-		get(s.Name)
+		get(s.Name).r.Rules = s.Rules
+	}
+	// By default each sender is counted under its rules in force: where
+	// its counters carry rules tags (every hookonce since they do), only
+	// those of the current tag. A counter past the bound of details
+	// (dedupe.TrafficOtherDetail) carries none and is counted, as it may
+	// be of the current rules.
+	tagged := map[string]bool{}
+	for _, c := range counts {
+		if rules, _, _ := dedupe.ParseTrafficDetail(c.Detail); rules != "" && c.Sender != "" {
+			tagged[c.Sender] = true
+		}
 	}
 	paths := map[string]*PathReport{}
 	pathShapes := map[string]map[string]int64{}
 	for _, c := range counts {
+		if c.Sender != "" {
+			rules, _, _ := dedupe.ParseTrafficDetail(c.Detail)
+			if s, ok := cfg[c.Sender]; ok && o.Since.IsZero() && tagged[c.Sender] && s.Rules != "" {
+				switch {
+				case rules == s.Rules:
+					if t := get(c.Sender); t.r.RulesSince.IsZero() || c.First.Before(t.r.RulesSince) {
+						t.r.RulesSince = c.First
+					}
+				case c.Detail != dedupe.TrafficOtherDetail:
+					get(c.Sender).r.EarlierRules += c.N
+					continue
+				}
+			}
+		}
 		if o.Since.IsZero() && (rep.Since.IsZero() || c.First.Before(rep.Since)) {
 			rep.Since = c.First
 		}
@@ -346,6 +390,7 @@ func orNone(names []string) string {
 type tally struct {
 	r           SenderReport
 	shapes      map[string]int64
+	good, bad   map[string]int64 // good deliveries and bad signatures by source network
 	notOK       map[string]int64
 	changedKeys map[string]map[string]bool
 	changedIn   map[string]int64
@@ -361,10 +406,17 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 		r.LastSeen = c.Last
 	}
 	r.Deliveries += c.N
+	_, from, shape := dedupe.ParseTrafficDetail(c.Detail)
+	if c.Detail == dedupe.TrafficOtherDetail {
+		from, shape = c.Detail, c.Detail
+	}
 	would := strings.HasPrefix(c.Outcome, "would_")
 	st := strconv.Itoa(c.Status)
 	switch strings.TrimPrefix(c.Outcome, "would_") {
 	case "processed", "takeover":
+		if from != "" {
+			a.good[from] += c.N
+		}
 		r.Keyed += c.N
 		r.DistinctKeys += c.N
 		r.Answers[st] += c.N
@@ -387,6 +439,9 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 		r.Ambiguous += c.N
 		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
 	case "duplicate":
+		if from != "" {
+			a.good[from] += c.N
+		}
 		r.Keyed += c.N
 		r.ExactRepeats += c.N
 		if !would {
@@ -400,10 +455,14 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 		r.Changed += c.N
 	case "rejected_signature":
 		r.SignatureFailures += c.N
+		if from == "" {
+			from = unknownNetwork
+		}
+		a.bad[from] += c.N
 	case "missing_key":
 		r.MissingKey += c.N
-		if c.Detail != "" {
-			a.shapes[c.Detail] += c.N
+		if shape != "" {
+			a.shapes[shape] += c.N
 		}
 	case "passthrough":
 		r.Passthrough += c.N
@@ -534,8 +593,7 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 		problem(Finding{What: what, Fix: fmt.Sprintf("if these are genuine notifications without an id, forward them without dedupe (`missing_key: pass`); otherwise correct the key (%s)", keyWords(s))})
 	}
 	if r.SignatureFailures > 0 {
-		problem(Finding{What: fmt.Sprintf("%d deliveries failed the signature check (would be answered 401)", r.SignatureFailures),
-			Fix: "check the sender's secret (the environment variable `signature.secret_env` names) against the provider's settings; a provider with several secrets needs each of them"})
+		judgeSignatures(r, a, problem, note)
 	}
 	if r.NotSuccess > 0 {
 		var by []string
@@ -620,6 +678,9 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 			need = append(need, fmt.Sprintf("%d more exact repeats (a sender's retry or resend of a notification already answered)", more))
 		}
 		r.Reason = "nothing wrong so far; needs " + strings.Join(need, " and ")
+		if r.EarlierRules > 0 {
+			r.Reason += fmt.Sprintf(" under the rules in force (%d deliveries under earlier rules are not counted)", r.EarlierRules)
+		}
 	default:
 		r.Verdict = Ready
 		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, no changed payloads, no event lost", r.Keyed, r.ExactRepeats)
@@ -676,4 +737,78 @@ func topShapes(m map[string]int64, n int) []Shape {
 		out = out[:n]
 	}
 	return out
+}
+
+// judgeSignatures tells a wrong secret from strangers: bad signatures
+// from a network that also sent good deliveries, or with no good
+// delivery at all, are the sender's own (check the secret); those from
+// networks that never sent a good one are strangers, refused as they
+// should be, and hold nothing back.
+func judgeSignatures(r *SenderReport, a *tally, problem, note func(Finding)) {
+	const fix = "check the sender's secret (the environment variable `signature.secret_env` names) against the provider's settings; a provider with several secrets needs each of them"
+	r.SignatureFailuresFrom = topShapes(a.bad, 5)
+	var own, strangers int64
+	var ownNets, strangerNets []string
+	for _, net := range slices.Sorted(maps.Keys(a.bad)) {
+		// A bad signature of unknown origin (counted by an older hookonce,
+		// or with no client address) is taken for the sender's own, as
+		// before; those past the bound of networks
+		// (dedupe.TrafficOtherDetail: more than dedupe.MaxTrafficShapes
+		// networks in a day, no provider's) for strangers'.
+		if a.good[net] > 0 || net == unknownNetwork {
+			own += a.bad[net]
+			ownNets = append(ownNets, net)
+		} else {
+			strangers += a.bad[net]
+			strangerNets = append(strangerNets, net)
+		}
+	}
+	good := r.Keyed
+	switch {
+	case good == 0:
+		problem(Finding{What: fmt.Sprintf("all %d deliveries failed the signature check (would be answered 401), from %s", r.SignatureFailures, netList(strangerNets, ownNets)),
+			Fix: fix})
+		return
+	case own > 0 && slices.Equal(ownNets, []string{unknownNetwork}):
+		problem(Finding{What: fmt.Sprintf("%d deliveries failed the signature check (would be answered 401)", own), Fix: fix})
+	case own > 0:
+		problem(Finding{What: fmt.Sprintf("%d deliveries from networks that also sent good ones (%s) failed the signature check (would be answered 401)", own, netList(ownNets, nil)),
+			Fix: fix})
+	}
+	if strangers > 0 {
+		r.RefusedStrangers = strangers
+		note(Finding{What: fmt.Sprintf("refused strangers: %d deliveries with a bad signature from networks this sender never used for a good delivery (%s)", strangers, netList(strangerNets, nil)),
+			Fix: "nothing to change, they are refused as they should be; if one of these networks is the provider's, check the secret"})
+	}
+}
+
+// unknownNetwork is where a bad signature came from when its counter
+// does not say.
+const unknownNetwork = "(unknown)"
+
+// netList names at most five networks.
+func netList(a, b []string) string {
+	all := append(slices.Clone(a), b...)
+	if len(all) > 5 {
+		return strings.Join(all[:5], ", ") + fmt.Sprintf(" and %d more", len(all)-5)
+	}
+	return strings.Join(all, ", ")
+}
+
+// ParseSince reads the start of a window (--since, ?since=): a date (UTC), an RFC
+// 3339 time, or a positive duration before now.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("%s: want a positive duration such as 168h", v)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want a date (2006-01-02), a time (2006-01-02T15:04:05Z) or a duration ago (168h)", v)
 }

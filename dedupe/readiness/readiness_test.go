@@ -212,3 +212,74 @@ hookonce_sender_ready{sender="c"} 0
 		t.Fatal(err)
 	}
 }
+
+func tagged(c dedupe.TrafficCount, rules, from string) dedupe.TrafficCount {
+	c.Detail = dedupe.TrafficDetail(rules, from, "")
+	return c
+}
+
+// After a fix the report counts afresh: only the deliveries counted
+// under the sender's rules in force, and says since when; --since counts
+// everything from its day.
+func TestRulesWindow(t *testing.T) {
+	s := store(t,
+		tagged(count("shop", "processed", 200, 30), "oldrules", "192.0.2.0/24"),
+		tagged(count("shop", "conflict", 422, 6), "oldrules", ""),
+		tagged(count("shop", "processed", 200, 21), "newrules", "192.0.2.0/24"),
+		tagged(count("shop", "duplicate", 200, 3), "newrules", "192.0.2.0/24"),
+		count("shop", "missing_key", 400, 0), // nothing under no tag
+	)
+	snd := readiness.Sender{Name: "shop", Path: "/p", Mode: "shadow", Signed: true, Rules: "newrules"}
+	sh := build(t, s, snd).Senders[0]
+	if sh.Verdict != readiness.Ready || sh.Changed != 0 || sh.Deliveries != 24 || sh.EarlierRules != 36 || !sh.RulesSince.Equal(today) {
+		t.Fatalf("after the fix: %s (%s), changed %d, deliveries %d, earlier %d, since %v; want ready on the 24 under the new rules",
+			sh.Verdict, sh.Reason, sh.Changed, sh.Deliveries, sh.EarlierRules, sh.RulesSince)
+	}
+	var text strings.Builder
+	readiness.WriteText(&text, build(t, s, snd))
+	if !strings.Contains(text.String(), "rules newrules: counted since they last changed, "+today.Format("2006-01-02")+" (36 deliveries under earlier rules not counted") {
+		t.Errorf("the text does not say since when:\n%s", text.String())
+	}
+	// With a window of its own, every delivery since then counts.
+	all, err := readiness.Build(context.Background(), s, []readiness.Sender{snd}, readiness.Options{Now: now, Since: today})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := all.Senders[0]; a.Verdict != readiness.NotReady || a.Deliveries != 60 || a.Changed != 6 {
+		t.Errorf("--since today: %s, deliveries %d, changed %d; want not ready, 60, 6", a.Verdict, a.Deliveries, a.Changed)
+	}
+	// Rules changed and nothing came since: not enough traffic, saying so.
+	snd.Rules = "newest"
+	if n := build(t, s, snd).Senders[0]; n.Verdict != readiness.NotEnough || n.EarlierRules != 60 || !strings.Contains(n.Reason, "60 deliveries under earlier rules") {
+		t.Errorf("no traffic under the rules in force: %s (%s)", n.Verdict, n.Reason)
+	}
+}
+
+// Bad signatures are told apart by where they come from: a few from a
+// network the sender never used are refused strangers (a note, ready
+// all the same); from the sender's own network, or with no good delivery
+// at all, the secret is wrong.
+func TestSignatureStrangers(t *testing.T) {
+	good := func(n int64) []dedupe.TrafficCount {
+		return []dedupe.TrafficCount{
+			tagged(count("psp", "processed", 200, n), "r1", "192.0.2.0/24"),
+			tagged(count("psp", "duplicate", 200, 3), "r1", "192.0.2.0/24"),
+		}
+	}
+	snd := readiness.Sender{Name: "psp", Path: "/p", Mode: "shadow", Signed: true, Rules: "r1"}
+
+	strangers := build(t, store(t, append(good(25), tagged(count("psp", "would_rejected_signature", 0, 2), "r1", "203.0.113.0/24"))...), snd).Senders[0]
+	if strangers.Verdict != readiness.Ready || strangers.RefusedStrangers != 2 || !has(strangers.Notes, "refused strangers: 2 deliveries") || !has(strangers.Notes, "203.0.113.0/24") {
+		t.Errorf("strangers: %s, refused %d, problems %+v, notes %+v; want ready with a note naming 203.0.113.0/24", strangers.Verdict, strangers.RefusedStrangers, strangers.Problems, strangers.Notes)
+	}
+
+	own := build(t, store(t, append(good(25), tagged(count("psp", "would_rejected_signature", 0, 4), "r1", "192.0.2.0/24"))...), snd).Senders[0]
+	if own.Verdict != readiness.NotReady || own.RefusedStrangers != 0 || !has(own.Problems, "check the sender's secret") {
+		t.Errorf("bad signatures from the provider's own network: %s, problems %+v; want not ready, check the secret", own.Verdict, own.Problems)
+	}
+
+	all := build(t, store(t, tagged(count("psp", "would_rejected_signature", 0, 9), "r1", "198.51.100.0/24")), snd).Senders[0]
+	if all.Verdict != readiness.NotReady || !has(all.Problems, "all 9 deliveries failed the signature check") || !has(all.Problems, "check the sender's secret") {
+		t.Errorf("every delivery failing: %s, problems %+v; want not ready, check the secret", all.Verdict, all.Problems)
+	}
+}
