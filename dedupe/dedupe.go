@@ -164,6 +164,10 @@ type Record struct {
 	// Request is the claimed request's method, target and headers, kept
 	// with RequestBody; nil otherwise.
 	Request *StoredRequest
+	// Fingerprint is the claimed delivery's fields, each with a keyed
+	// digest of its value, never the value (fingerprint.go); nil when the
+	// delivery had none or was claimed by an older hookonce.
+	Fingerprint []byte
 	// Attempts are the deliveries to the site, oldest first, at most
 	// MaxAttempts (the latest).
 	Attempts []Attempt
@@ -290,6 +294,9 @@ type ClaimRequest struct {
 	RequestBody []byte
 	// Request is kept with the record when non-nil (store_request_body).
 	Request *StoredRequest
+	// Fingerprint is kept with the record (it replaces a released
+	// record's, as the payload hash does).
+	Fingerprint []byte
 }
 
 // Outcome says what a Claim found.
