@@ -206,7 +206,8 @@ type Conflict struct {
 	// differ, as PHP names them (DiffKind "form"); nil otherwise. Never the
 	// values. Computed by the caller.
 	ChangedPaths []string
-	// DiffKind says what ChangedPaths holds: DiffJSON, DiffForm or "".
+	// DiffKind says what ChangedPaths holds: DiffJSON, DiffForm,
+	// DiffFields or "".
 	DiffKind string
 	// ExpiresAt is when Purge may remove the conflict.
 	ExpiresAt time.Time
@@ -236,6 +237,10 @@ type Conflict struct {
 const (
 	DiffJSON = "json"
 	DiffForm = "form"
+	// DiffFields: the fields of the query and the body (JSON paths, form
+	// fields as PHP names them) whose fingerprints differ (Fingerprint),
+	// when no body was kept to compare.
+	DiffFields = "fields"
 )
 
 // Kept reports whether the refused payload was kept whole, so that it can
@@ -295,8 +300,23 @@ type ClaimRequest struct {
 	// Request is kept with the record when non-nil (store_request_body).
 	Request *StoredRequest
 	// Fingerprint is kept with the record (it replaces a released
-	// record's, as the payload hash does).
-	Fingerprint []byte
+	// record's, as the payload hash does). When nil, Fingerprinter (if
+	// set) makes it, called by a store only when it writes the claim
+	// (ClaimFingerprint), so that a duplicate answered from a read or a
+	// cache never pays for it.
+	Fingerprint   []byte
+	Fingerprinter func() []byte
+}
+
+// ClaimFingerprint is the fingerprint a store writes with the claim:
+// Fingerprint, else what Fingerprinter makes (once: it is kept in
+// Fingerprint).
+func (r *ClaimRequest) ClaimFingerprint() []byte {
+	if r.Fingerprint == nil && r.Fingerprinter != nil {
+		r.Fingerprint = r.Fingerprinter()
+		r.Fingerprinter = nil
+	}
+	return r.Fingerprint
 }
 
 // Outcome says what a Claim found.

@@ -1,13 +1,17 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // A fingerprint is what a record keeps of its delivery's fields without
@@ -52,9 +56,7 @@ const FingerprintKeyLen = 32
 // part of it, so equal values of two fields do not match.
 func DigestField(key []byte, name, value string) [FingerprintDigestLen]byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(name))
-	m.Write([]byte{0})
-	m.Write([]byte(value))
+	digestInto(m, name, value)
 	var d [FingerprintDigestLen]byte
 	copy(d[:], m.Sum(nil))
 	return d
@@ -67,32 +69,65 @@ func Fingerprint(key []byte, each func(func(name, value string))) []byte {
 	if len(key) == 0 {
 		return nil
 	}
-	vals := map[string]string{}
+	fb := fpBuffers.Get().(*fpBuffer)
+	defer fpBuffers.Put(fb)
+	fields := fb.fields[:0]
 	each(func(name, value string) {
-		name = cut(name, MaxFingerprintName)
-		if _, ok := vals[name]; ok || len(vals) < 4*MaxFingerprintFields {
-			vals[name] = value
+		if len(fields) < 4*MaxFingerprintFields {
+			fields = append(fields, [2]string{cut(name, MaxFingerprintName), value})
 		}
 	})
-	if len(vals) == 0 {
+	fb.fields = fields[:0]
+	if len(fields) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(vals))
-	for n := range vals {
-		names = append(names, n)
+	// By name (stable: of a name given twice, the last is kept).
+	slices.SortStableFunc(fields, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	kept := fields[:0]
+	for i, f := range fields {
+		if i+1 < len(fields) && fields[i+1][0] == f[0] {
+			continue // a later value of the same name follows
+		}
+		kept = append(kept, f)
 	}
-	slices.Sort(names)
-	if len(names) > MaxFingerprintFields {
-		names = names[:MaxFingerprintFields]
+	if len(kept) > MaxFingerprintFields {
+		kept = kept[:MaxFingerprintFields]
 	}
-	out := []byte{fingerprintVersion}
-	for _, n := range names {
-		out = binary.AppendUvarint(out, uint64(len(n)))
-		out = append(out, n...)
-		d := DigestField(key, n, vals[n])
-		out = append(out, d[:]...)
+	size := 1
+	for _, f := range kept {
+		size += binary.MaxVarintLen16 + len(f[0]) + FingerprintDigestLen
 	}
+	out := make([]byte, 1, size)
+	out[0] = fingerprintVersion
+	if fb.mac == nil || !bytes.Equal(fb.key, key) {
+		fb.key, fb.mac = bytes.Clone(key), hmac.New(sha256.New, key)
+	}
+	for _, f := range kept {
+		out = binary.AppendUvarint(out, uint64(len(f[0])))
+		out = append(out, f[0]...)
+		fb.mac.Reset()
+		digestInto(fb.mac, f[0], f[1])
+		out = append(out, fb.mac.Sum(fb.sum[:0])[:FingerprintDigestLen]...)
+	}
+	clear(fields) // drop the references to the request's strings
 	return out
+}
+
+// fpBuffer is what Fingerprint reuses from one delivery to the next: the
+// fields' slice and the HMAC under the install's key.
+type fpBuffer struct {
+	fields [][2]string
+	key    []byte
+	mac    hash.Hash
+	sum    [sha256.Size]byte
+}
+
+var fpBuffers = sync.Pool{New: func() any { return &fpBuffer{fields: make([][2]string, 0, 32)} }}
+
+func digestInto(m hash.Hash, name, value string) {
+	io.WriteString(m, name)
+	m.Write([]byte{0})
+	io.WriteString(m, value)
 }
 
 // ErrFingerprint: a stored fingerprint cannot be read.

@@ -71,22 +71,25 @@ type Proxy struct {
 	// rulesTags are the senders' RulesTag in force, by name: the
 	// readiness counters carry them (traffic.go).
 	rulesTags atomic.Pointer[map[string]string]
-	store     dedupe.Store
-	log       *slog.Logger
-	logs      sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
-	m         *metrics
-	now       func() time.Time
-	pass      *httputil.ReverseProxy
-	capt      *httputil.ReverseProxy
-	hits      *hitCounter
-	traffic   *trafficCounter // the readiness report's counters (traffic.go)
-	failAt    func(point string)
-	replica   string
-	waiters   waiters
-	objects   objectQueues        // local queues of deliveries per business object (serialize)
-	locker    dedupe.ObjectLocker // the store's object locks; nil when it has none
-	slots     atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
-	siteDown  atomic.Int64        // forwards in a row that found the site unreachable
+	// fpKey is the install's fingerprint key (fingerprint.go); nil until
+	// the store gave it.
+	fpKey    atomic.Pointer[[]byte]
+	store    dedupe.Store
+	log      *slog.Logger
+	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
+	m        *metrics
+	now      func() time.Time
+	pass     *httputil.ReverseProxy
+	capt     *httputil.ReverseProxy
+	hits     *hitCounter
+	traffic  *trafficCounter // the readiness report's counters (traffic.go)
+	failAt   func(point string)
+	replica  string
+	waiters  waiters
+	objects  objectQueues        // local queues of deliveries per business object (serialize)
+	locker   dedupe.ObjectLocker // the store's object locks; nil when it has none
+	slots    atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
+	siteDown atomic.Int64        // forwards in a row that found the site unreachable
 
 	// confirmedGet reads a record only once the store confirms it is
 	// durable (dedupe.ConfirmedReader; Get when the store has none).
@@ -177,6 +180,7 @@ func New(o Options) (*Proxy, error) {
 	p.traffic = newTrafficCounter(o.Store, p.log, every)
 	p.abortCtx, p.abort = context.WithCancel(context.Background())
 	p.SetContract(o.Contract)
+	p.loadFingerprintKey()
 	return p, nil
 }
 

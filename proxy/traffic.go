@@ -165,9 +165,10 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 		if d.req != nil {
 			shape = d.req.Shape().String()
 		}
-	case OutcomeProcessed, OutcomeDuplicate, OutcomeRejectedSignature:
-		// Where good deliveries and bad signatures come from: the report
-		// tells a stranger from a wrong secret by it.
+	case OutcomeProcessed, OutcomeDuplicate, OutcomeRejectedSignature, OutcomeConflict:
+		// Where good deliveries, bad signatures and changed payloads come
+		// from: the report tells a stranger from a wrong secret, and a
+		// tampering from the provider's own resend, by it.
 		if d.req != nil {
 			from = dedupe.SourceNetwork(d.req.Client)
 		}

@@ -119,6 +119,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", op, err)
 	}
+	req.ClaimFingerprint()
 	if !s.solo {
 		args := []any{req.Sender, req.Key, req.PayloadHash,
 			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint}

@@ -66,6 +66,11 @@ type Sender struct {
 	// StoreRequestBody: the sender keeps request bodies, so a conflict
 	// records which fields changed.
 	StoreRequestBody bool
+	// UniqueKey, when set, is the documented evidence that the sender's
+	// key is unique per notification (a preset's, e.g. Robokassa's InvId):
+	// a payload changed under it is no second notification but one to
+	// look at (possible tampering), and no field is proposed for the key.
+	UniqueKey string
 	// Rules is the tag of the sender's rules in force (the contract's
 	// RulesTag): by default the report counts only the deliveries counted
 	// under it, so a fix starts the count afresh.
@@ -155,7 +160,9 @@ type SenderReport struct {
 	// RefusedStrangers of them came from networks that sent this sender
 	// no good delivery.
 	SignatureFailuresFrom []Shape `json:"signature_failures_from,omitempty"`
-	RefusedStrangers      int64   `json:"refused_strangers"`
+	// ChangedFrom: the changed payloads by source network.
+	ChangedFrom      []Shape `json:"changed_from,omitempty"`
+	RefusedStrangers int64   `json:"refused_strangers"`
 	// Unsigned: deliveries taken without any signature configured.
 	Unsigned int64 `json:"unsigned"`
 	// Answers counts the site's answers to the deliveries forwarded with a
@@ -193,8 +200,14 @@ type FieldChange struct {
 	Times int64 `json:"times"`
 	Keys  int64 `json:"keys"`
 	// Suggest is "ignore" (it changes from one send of a notification
-	// to the next) or "key" (it tells two notifications apart).
+	// to the next), "key" (it tells two notifications apart), "look" (an
+	// amount, or any field under a key documented unique: a conflict to
+	// look at, possible tampering, never a key part) or "signature" (the
+	// signature, which changes with what it signs: nothing to change).
 	Suggest string `json:"suggest"`
+	// Why says what the suggestion rests on, where a provider's
+	// documentation does ("" otherwise).
+	Why string `json:"why,omitempty"`
 	// Example is the key of the newest conflict it changed in.
 	Example string `json:"example_key"`
 }
@@ -263,7 +276,7 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 		a := tallies[name]
 		if a == nil {
 			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{},
-				good: map[string]int64{}, bad: map[string]int64{}}
+				good: map[string]int64{}, bad: map[string]int64{}, changedNet: map[string]int64{}}
 			tallies[name] = a
 		}
 		return a
@@ -391,6 +404,7 @@ type tally struct {
 	r           SenderReport
 	shapes      map[string]int64
 	good, bad   map[string]int64 // good deliveries and bad signatures by source network
+	changedNet  map[string]int64 // changed payloads by source network
 	notOK       map[string]int64
 	changedKeys map[string]map[string]bool
 	changedIn   map[string]int64
@@ -453,6 +467,9 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 	case "conflict":
 		r.Keyed += c.N
 		r.Changed += c.N
+		if from != "" {
+			a.changedNet[from] += c.N
+		}
 	case "rejected_signature":
 		r.SignatureFailures += c.N
 		if from == "" {
@@ -541,12 +558,11 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	}
 	repeats := r.ExactRepeats + r.Changed
 	for field, n := range a.changedIn {
-		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Suggest: "key", Example: a.example[field]}
-		if looksVolatile(field) || (repeats >= 3 && n == repeats) {
-			fc.Suggest = "ignore"
-		}
+		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Example: a.example[field]}
+		fc.Suggest, fc.Why = suggest(field, n, repeats, s)
 		r.ChangedFields = append(r.ChangedFields, fc)
 	}
+	r.ChangedFrom = topShapes(a.changedNet, 5)
 	slices.SortFunc(r.ChangedFields, func(x, y FieldChange) int {
 		if x.Times != y.Times {
 			return int(y.Times - x.Times)
@@ -558,8 +574,18 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	note := func(f Finding) { r.Notes = append(r.Notes, f) }
 
 	if r.Changed > 0 {
+		var signatures []string
+		for _, fc := range r.ChangedFields {
+			if fc.Suggest == "signature" {
+				signatures = append(signatures, "`"+fc.Field+"`")
+			}
+		}
 		for _, fc := range r.ChangedFields {
 			switch fc.Suggest {
+			case "signature":
+				// Changes with what it signs: told with the fields it signs.
+			case "look":
+				lookAt(r, a, s, fc, signatures, problem, note, link)
 			case "ignore":
 				fix := fmt.Sprintf("add `%s` to `ignore`", fc.Field)
 				if !s.HashJSON {
@@ -568,21 +594,27 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 				problem(Finding{What: fmt.Sprintf("`%s` changed in %d of %d repeats (it changes from one send of a notification to the next)", fc.Field, fc.Times, repeats),
 					Fix: fix + "; if it does tell two notifications apart, add it to the key instead", Link: link("/ui/conflicts")})
 			default:
-				problem(Finding{What: fmt.Sprintf("two payloads per key differ in `%s` (%d times, %d keys): two notifications share one event id", fc.Field, fc.Times, fc.Keys),
-					Fix:  fmt.Sprintf("add `%s` to the key (%s), so each notification gets its own; if it only changes when a notification is sent again, add it to `ignore` instead", fc.Field, keyWords(s)),
-					Link: link("/ui/conflicts")})
+				what := fmt.Sprintf("two payloads per key differ in `%s` (%d times, %d keys): two notifications share one event id", fc.Field, fc.Times, fc.Keys)
+				if fc.Why != "" {
+					what += " (" + fc.Why + ")"
+				}
+				if len(signatures) > 0 {
+					what += "; the signature " + strings.Join(signatures, ", ") + " changes with it"
+				}
+				fix := fmt.Sprintf("add `%s` to the key (%s), so each notification gets its own", fc.Field, keyWords(s))
+				if fc.Why == "" {
+					fix += "; if it only changes when a notification is sent again, add it to `ignore` instead"
+				}
+				problem(Finding{What: what, Fix: fix, Link: link("/ui/conflicts")})
 			}
 		}
 		if r.ChangedUnrecorded > 0 || len(r.ChangedFields) == 0 {
 			what := fmt.Sprintf("%d payloads changed under a known key (would be answered 422)", r.Changed)
-			fix := "open the conflicts to see what changed"
-			if !s.StoreRequestBody {
-				fix = "set `store_request_body: true` on this sender so the next conflicts record which fields changed, then run the report again"
-			}
 			if r.ChangedUnrecorded > 0 && len(r.ChangedFields) > 0 {
-				what = fmt.Sprintf("%d more changed payloads name no changed field (not JSON, or bodies not kept)", r.ChangedUnrecorded)
+				what = fmt.Sprintf("%d more changed payloads name no changed field", r.ChangedUnrecorded)
 			}
-			problem(Finding{What: what, Fix: fix, Link: link("/ui/conflicts")})
+			problem(Finding{What: what, Fix: "open the conflicts to see what changed (their records keep no field fingerprint: stored by an older hookonce, or a body neither JSON nor a form with no query)",
+				Link: link("/ui/conflicts")})
 		}
 	}
 	if r.MissingKey > 0 {
@@ -683,9 +715,13 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 		}
 	default:
 		r.Verdict = Ready
-		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, no changed payloads, no event lost", r.Keyed, r.ExactRepeats)
+		changed := "no changed payloads"
+		if r.Changed > 0 {
+			changed = fmt.Sprintf("%d changed payloads to look at (refused with 422, as they should be)", r.Changed)
+		}
+		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, %s, no event lost", r.Keyed, r.ExactRepeats, changed)
 		if r.Mode == "shadow" {
-			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, no changed payloads, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats)
+			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, %s, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats, changed)
 		}
 	}
 }
@@ -811,4 +847,110 @@ func ParseSince(v string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%q: want a date (2006-01-02), a time (2006-01-02T15:04:05Z) or a duration ago (168h)", v)
+}
+
+// distinctByDocs are fields whose distinct values mark distinct
+// notifications by their provider's documentation: each belongs in the
+// key, though its name reads like an amount.
+var distinctByDocs = map[string]string{
+	// The RBS gateways (Sberbank, Alfa-Bank, the BPC platform) call back
+	// once per refund of an order, operation "refunded", with the order's
+	// total refunded so far and the refund's own amount.
+	"refundedamount":          "the RBS gateways call back once per refund of an order, each with the total refunded so far; the `rbs` preset keys a refund by `externalRefundId`",
+	"operationrefundedamount": "the RBS gateways call back once per refund of an order, each with that refund's amount; the `rbs` preset keys a refund by `externalRefundId`",
+}
+
+// lastName is the last part of a field's name, lower case: "b" of "a.b"
+// and of "a[b]".
+func lastName(field string) string {
+	f := strings.TrimSuffix(field, "]")
+	if i := strings.LastIndexAny(f, ".["); i >= 0 {
+		f = f[i+1:]
+	}
+	return strings.ToLower(f)
+}
+
+// looksSignature: a signature, checksum or token field. It changes with
+// what it signs and is never a key part.
+func looksSignature(field string) bool {
+	n := lastName(field)
+	switch n {
+	case "sign", "sig", "hash", "token", "crc", "mac", "hmac", "checksum":
+		return true
+	}
+	return strings.Contains(n, "signature") || strings.Contains(n, "checksum") || strings.HasSuffix(n, "_sign") || strings.HasSuffix(n, "hmac")
+}
+
+// looksAmount: an amount, sum or price. A changed amount under one event
+// id is what the 422 protects against; it is never proposed as a key
+// part (following that advice would let a changed amount run the
+// handler again), unless documented as telling notifications apart.
+func looksAmount(field string) bool {
+	n := lastName(field)
+	for _, a := range []string{"amount", "sum", "price", "total", "cost", "fee"} {
+		if strings.Contains(n, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest says what to do about a field that changed n times in repeats
+// repeats, and on what evidence.
+func suggest(field string, n, repeats int64, s Sender) (string, string) {
+	if why, ok := distinctByDocs[lastName(field)]; ok && s.UniqueKey == "" {
+		return "key", why
+	}
+	switch {
+	case looksSignature(field):
+		return "signature", ""
+	case looksAmount(field):
+		return "look", ""
+	case s.UniqueKey != "":
+		if looksVolatile(field) {
+			return "ignore", ""
+		}
+		return "look", ""
+	case looksVolatile(field) || (repeats >= 3 && n == repeats):
+		return "ignore", ""
+	}
+	return "key", ""
+}
+
+// lookAt reports a field to look at: a changed amount, or any field under
+// a key documented unique. Under such a key it is a note (enforce answers
+// it 422, as it should); else a problem, since two notifications may
+// share the key, but never with a key part made of the field.
+func lookAt(r *SenderReport, a *tally, s Sender, fc FieldChange, signatures []string, problem, note func(Finding), link func(string) string) {
+	kind := "a field"
+	if looksAmount(fc.Field) {
+		kind = "an amount"
+	}
+	from := ""
+	if len(a.changedNet) > 0 {
+		var nets []string
+		for _, sh := range topShapes(a.changedNet, 5) {
+			n := sh.Shape
+			if a.good[n] == 0 {
+				n += " (never sent a good delivery)"
+			}
+			nets = append(nets, n)
+		}
+		from = "; they came from " + strings.Join(nets, ", ")
+	}
+	sig := ""
+	if len(signatures) > 0 {
+		sig = " (and the signature " + strings.Join(signatures, ", ") + " with it)"
+	}
+	if s.UniqueKey != "" {
+		note(Finding{What: fmt.Sprintf("`%s`, %s, changed %d times under %d known keys%s: %s, so this is no second notification%s",
+			fc.Field, kind, fc.Times, fc.Keys, sig, s.UniqueKey, from),
+			Fix:  "look at the conflicts: a changed payload under a known key is a possible tampering, refused with 422 once enforcing; nothing to change in the config",
+			Link: link("/ui/conflicts")})
+		return
+	}
+	problem(Finding{What: fmt.Sprintf("two payloads per key differ in `%s`, %s (%d times, %d keys)%s%s", fc.Field, kind, fc.Times, fc.Keys, sig, from),
+		Fix: "look at the conflicts: if they are one notification changed on the way (possible tampering), enforcing refuses it with 422 as it should; if they are two notifications, add to the key a field that tells them apart (an operation or refund id, never " +
+			kind + " nor a signature)",
+		Link: link("/ui/conflicts")})
 }

@@ -108,8 +108,8 @@ func TestVerdicts(t *testing.T) {
 
 // A changed field whose name does not mark a resend, in some repeats only,
 // belongs in the key; one in every repeat, in ignore; conflicts that name
-// no field ask for store_request_body; a payload answered as a duplicate
-// is not counted.
+// no field (records older than fingerprints) send to the conflicts; a
+// payload answered as a duplicate is not counted.
 func TestChangedFields(t *testing.T) {
 	s := store(t, count("shop", "processed", 200, 30), count("shop", "would_duplicate", 0, 4), count("shop", "would_conflict", 0, 2),
 		count("bare", "processed", 200, 30), count("bare", "would_conflict", 0, 1))
@@ -136,7 +136,7 @@ func TestChangedFields(t *testing.T) {
 	if !has(shop.Problems, "add `refundedAmount` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {
 		t.Errorf("shop problems: %+v", shop.Problems)
 	}
-	if bare.Verdict != readiness.NotReady || !has(bare.Problems, "set `store_request_body: true`") {
+	if bare.Verdict != readiness.NotReady || !has(bare.Problems, "open the conflicts") || has(bare.Problems, "store_request_body") {
 		t.Errorf("bare: %+v", bare)
 	}
 }
@@ -282,4 +282,69 @@ func TestSignatureStrangers(t *testing.T) {
 	if all.Verdict != readiness.NotReady || !has(all.Problems, "all 9 deliveries failed the signature check") || !has(all.Problems, "check the sender's secret") {
 		t.Errorf("every delivery failing: %s, problems %+v; want not ready, check the secret", all.Verdict, all.Problems)
 	}
+}
+
+// A signature or an amount is never proposed as a key part: under a key
+// documented unique (Robokassa's InvId) a changed amount is a conflict to
+// look at, with where it came from, and the sender stays ready; under a
+// hand-written key it holds the sender back, still never "add it to the
+// key". A field documented to tell notifications apart (RBS refunds'
+// refundedAmount) goes to the key though its name reads like an amount.
+func TestNeverKeyOnAmountOrSignature(t *testing.T) {
+	counts := []dedupe.TrafficCount{
+		tagged(count("rk", "would_processed", 200, 24), "r", "192.0.2.0/24"),
+		tagged(count("rk", "would_duplicate", 0, 4), "r", "192.0.2.0/24"),
+		tagged(count("rk", "would_conflict", 0, 1), "r", "203.0.113.0/24"),
+		tagged(count("rbs", "processed", 200, 24), "r", "192.0.2.0/24"),
+		tagged(count("rbs", "conflict", 422, 3), "r", "192.0.2.0/24"),
+	}
+	s := store(t, counts...)
+	ctx := context.Background()
+	for _, c := range []dedupe.Conflict{
+		{Sender: "rk", Key: "7", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"OutSum", "SignatureValue"}, DiffKind: dedupe.DiffFields},
+		{Sender: "rbs", Key: "m1:refunded:10000", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"checksum", "refundedAmount"}, DiffKind: dedupe.DiffFields},
+		{Sender: "rbs", Key: "m2:refunded:10000", StoredHash: "a", ReceivedHash: "c", ChangedPaths: []string{"checksum", "refundedAmount"}, DiffKind: dedupe.DiffFields},
+		{Sender: "rbs", Key: "m3:refunded:10000", StoredHash: "a", ReceivedHash: "d", ChangedPaths: []string{"checksum", "refundedAmount"}, DiffKind: dedupe.DiffFields},
+	} {
+		c.ReceivedAt, c.ExpiresAt = now, now.Add(time.Hour)
+		if err := s.RecordConflict(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	preset := readiness.Sender{Name: "rk", Path: "/p", Mode: "shadow", Rules: "r", Keys: []string{"request:InvId"},
+		UniqueKey: "Robokassa sends its Result URL notification once per paid invoice"}
+	rbs := readiness.Sender{Name: "rbs", Path: "/p", Mode: "shadow", Rules: "r", Keys: []string{"request:mdOrder", "request:operation", "request:amount"}}
+	rep := build(t, s, preset, rbs)
+	rk := senderReport(t, rep, "rk")
+	for _, f := range append(rk.Problems, rk.Notes...) {
+		if strings.Contains(f.Fix, "to the key") && (strings.Contains(f.What+f.Fix, "`OutSum` to") || strings.Contains(f.What+f.Fix, "`SignatureValue` to")) {
+			t.Errorf("robokassa told to key on an amount or a signature: %+v", f)
+		}
+	}
+	if rk.Verdict != readiness.Ready || !has(rk.Notes, "`OutSum`, an amount, changed 1 times") || !has(rk.Notes, "possible tampering") ||
+		!has(rk.Notes, "203.0.113.0/24 (never sent a good delivery)") {
+		t.Errorf("robokassa preset: %s (%s), problems %+v, notes %+v; want ready, OutSum to look at from 203.0.113.0/24", rk.Verdict, rk.Reason, rk.Problems, rk.Notes)
+	}
+	// The same without the preset's evidence: held back, never keyed on.
+	preset.UniqueKey = ""
+	hand := senderReport(t, build(t, s, preset), "rk")
+	if hand.Verdict != readiness.NotReady || !has(hand.Problems, "never an amount nor a signature") || has(hand.Problems, "add `OutSum` to the key") || has(hand.Problems, "add `SignatureValue` to the key") {
+		t.Errorf("hand-written robokassa: %s, problems %+v", hand.Verdict, hand.Problems)
+	}
+	b := senderReport(t, rep, "rbs")
+	if b.Verdict != readiness.NotReady || !has(b.Problems, "add `refundedAmount` to the key") || has(b.Problems, "`checksum` to the key") ||
+		!has(b.Problems, "once per refund") {
+		t.Errorf("rbs: %s, changed fields %+v, problems %+v; want refundedAmount to the key, with why", b.Verdict, b.ChangedFields, b.Problems)
+	}
+}
+
+func senderReport(t *testing.T, rep readiness.Report, name string) readiness.SenderReport {
+	t.Helper()
+	for _, s := range rep.Senders {
+		if s.Sender == name {
+			return s
+		}
+	}
+	t.Fatalf("no sender %s", name)
+	return readiness.SenderReport{}
 }

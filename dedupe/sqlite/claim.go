@@ -37,6 +37,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqlite %s: %w", op, err)
 	}
+	req.ClaimFingerprint() // made outside the writer's transaction
 	var res dedupe.ClaimResult
 	err = s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		var err error

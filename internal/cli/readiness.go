@@ -115,9 +115,26 @@ func ReadinessSenders(ct *contract.Contract) []readiness.Sender {
 		for _, k := range s.Keys {
 			rs.Keys = append(rs.Keys, string(k.Source)+":"+k.Name)
 		}
+		if u, ok := uniqueKeys[s.Preset]; ok && slices.Equal(rs.Keys, u.keys) {
+			rs.UniqueKey = u.why
+		}
 		out = append(out, rs)
 	}
 	return out
+}
+
+// uniqueKeys are the presets whose key their provider documents as
+// unique per notification (docs/senders.md cites each): under it a
+// changed payload is no second notification, and the report never
+// proposes a field for the key (it reports the conflict to look at). It
+// holds only while the sender keeps the preset's key.
+var uniqueKeys = map[string]struct {
+	keys []string
+	why  string
+}{
+	// Robokassa's Result URL documentation: one notification per paid
+	// invoice; refunds and receipts are requests the shop makes.
+	"robokassa": {[]string{"request:InvId"}, "Robokassa sends its Result URL notification once per paid invoice (InvId)"},
 }
 
 // documentedTimeout is how long a preset's provider waits for an answer,
