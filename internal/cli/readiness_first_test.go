@@ -278,6 +278,38 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 		t.Error("/ui/readiness shows a literal backtick")
 	}
 
+	// The fix, as told: the Stripe sender's rules change, and the report
+	// counts afresh from them (the changed payloads before the fix are
+	// not held against it); --since counts them again.
+	writeFile(t, cfgFile, strings.Replace(firstPassConfig, "    key: [ { body: id } ]\n", "    key: [ { body: id } ]\n    hash: json\n    ignore: [pending_webhooks]\n", 1))
+	m.Reload()
+	var fresh []firstPassDelivery
+	for i := 100; i < 120; i++ {
+		for pending := 3; pending > 0 && (pending == 3 || i%4 == 0); pending-- {
+			fresh = append(fresh, firstPassDelivery{"POST", "/webhooks/stripe", "application/json",
+				fmt.Sprintf(`{"id":"evt_%d","object":"event","pending_webhooks":%d}`, i, pending), false})
+		}
+	}
+	sendFirstPass(t, "http://"+m.Addr().String(), fresh)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rep, _ = readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "stripe")
+		if st = senderReport(t, rep, "stripe"); st.Deliveries == int64(len(fresh)) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if st.Verdict != readiness.Ready || st.Deliveries != int64(len(fresh)) || st.EarlierRules != 30 || st.RulesSince.IsZero() {
+		t.Errorf("stripe after the fix: %s (%s), deliveries %d, earlier %d, since %v; want ready on the %d deliveries under the new rules",
+			st.Verdict, st.Reason, st.Deliveries, st.EarlierRules, st.RulesSince, len(fresh))
+	}
+	out, _, _ = hookonce(t, "readiness", "--store", store, "--config", cfgFile, "--sender", "stripe")
+	if !strings.Contains(out, "counted since they last changed") || !strings.Contains(out, "30 deliveries under earlier rules not counted") {
+		t.Errorf("the text does not say the count starts at the fix:\n%s", out)
+	}
+	all, _ := readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "stripe", "--since", time.Now().UTC().Format(time.DateOnly))
+	if a := senderReport(t, all, "stripe"); a.Deliveries != int64(30+len(fresh)) || a.Changed != 10 {
+		t.Errorf("--since today: deliveries %d, changed %d; want %d and the 10 from before the fix", a.Deliveries, a.Changed, 30+len(fresh))
+	}
+
 	// No body and no value reached the store: only names and digests.
 	m.Close()
 	for _, f := range []string{dbFile, dbFile + "-wal"} {
