@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -322,5 +324,59 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 				t.Errorf("%s holds %q", filepath.Base(f), v)
 			}
 		}
+	}
+}
+
+// list --value finds a payment by a field of its request that is not in
+// its key (the shop's order number), through the records' fingerprints:
+// the store holds no value to search.
+func TestListByFieldValue(t *testing.T) {
+	t.Setenv("FIRST_PASS_ROBOKASSA", firstPassSecret)
+	dir := t.TempDir()
+	site := newFirstPassSite(t)
+	cfgFile := filepath.Join(dir, "hookonce.yaml")
+	writeFile(t, cfgFile, firstPassConfig)
+	store := "sqlite:" + filepath.Join(dir, "h.db")
+	cfg := DefaultConfig()
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	m := NewMain(cfg, "test", io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sendFirstPass(t, "http://"+m.Addr().String(), firstPassMix())
+	m.Close()
+
+	keys := func(args ...string) []string {
+		t.Helper()
+		out, errOut, code := hookonce(t, append([]string{"list", "--store", store, "--json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("list %v: exit %d %s", args, code, errOut)
+		}
+		var got []struct{ Sender, Key string }
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("list %v: %v\n%s", args, err, out)
+		}
+		var ks []string
+		for _, r := range got {
+			ks = append(ks, r.Sender+"/"+r.Key)
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	order := knownOrder + "-3"
+	if got := keys("--value", order); !slices.Equal(got, []string{"rbs/md-3:deposited:10000", "rbs/md-3:refunded:10000"}) {
+		t.Errorf("list --value %s: %v, want order md-3's deposit and refund", order, got)
+	}
+	if got := keys("--value", order, "--field", "orderNumber", "--sender", "rbs", "--limit", "1"); len(got) != 1 {
+		t.Errorf("list --value --field orderNumber --limit 1: %v, want one record", got)
+	}
+	for _, args := range [][]string{{"--value", knownOrder}, {"--value", order, "--field", "mdOrder"}, {"--value", "10000", "--field", "refundedAmount"}} {
+		if got := keys(args...); len(got) != 0 {
+			t.Errorf("list %v: %v, want none (a prefix, another field, a value never sent there)", args, got)
+		}
+	}
+	if got := keys("--value", "3000", "--field", "refundedAmount"); len(got) != 5 {
+		t.Errorf("list --value 3000 --field refundedAmount: %v, want the 5 first refunds", got)
 	}
 }
