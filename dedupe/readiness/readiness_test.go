@@ -211,6 +211,29 @@ hookonce_sender_ready{sender="c"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookonce_sender_ready"); err != nil {
 		t.Fatal(err)
 	}
+	// A's rules changed and the new ones have little traffic yet: a keeps
+	// its 1 (a config change is no sign the provider changed); c, now not
+	// ready under its new rules, is 0; d, new and changed, has no series.
+	g.Set(readiness.Report{Senders: []readiness.SenderReport{
+		{Sender: "a", Verdict: readiness.NotEnough, EarlierRules: 40}, {Sender: "b", Verdict: readiness.NotEnough},
+		{Sender: "c", Verdict: readiness.NotReady, EarlierRules: 9}, {Sender: "d", Verdict: readiness.NotEnough, EarlierRules: 3}}})
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookonce_sender_ready"); err != nil {
+		t.Fatal(err)
+	}
+	// Then a's new rules prove not ready: 0.
+	g.Set(readiness.Report{Senders: []readiness.SenderReport{{Sender: "a", Verdict: readiness.NotReady, EarlierRules: 40}}})
+	if v := testutil.ToFloat64(mustGauge(t, reg)); v != 0 {
+		t.Errorf("a not ready under its new rules: gauge %v, want 0", v)
+	}
+}
+
+func mustGauge(t *testing.T, reg *prometheus.Registry) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathered %v, %v; want one series", mfs, err)
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "x"}, func() float64 { return mfs[0].GetMetric()[0].GetGauge().GetValue() })
 }
 
 func tagged(c dedupe.TrafficCount, rules, from string) dedupe.TrafficCount {
