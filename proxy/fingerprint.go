@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
@@ -22,13 +23,23 @@ func (p *Proxy) loadFingerprintKey() {
 	if !ok {
 		return
 	}
+	warned := false
 	try := func() bool {
 		ctx, cancel := context.WithTimeout(p.abortCtx, 3*time.Second)
 		defer cancel()
 		key, err := k.FingerprintKey(ctx)
 		if err != nil || len(key) == 0 {
-			p.log.Warn("fingerprint key not read from the store; claims keep no fingerprint until it is", "err", err)
+			// Once at WARN; the retries every 30 s at DEBUG.
+			level := slog.LevelWarn
+			if warned {
+				level = slog.LevelDebug
+			}
+			warned = true
+			p.log.Log(ctx, level, "fingerprint key not read from the store; claims keep no field fingerprint until it is (the readiness report cannot name changed fields)", "err", err)
 			return false
+		}
+		if warned {
+			p.log.Info("fingerprint key read from the store; claims keep field fingerprints again")
 		}
 		p.fpKey.Store(&key)
 		return true
