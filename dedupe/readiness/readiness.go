@@ -851,13 +851,25 @@ func ParseSince(v string, now time.Time) (time.Time, error) {
 
 // distinctByDocs are fields whose distinct values mark distinct
 // notifications by their provider's documentation: each belongs in the
-// key, though its name reads like an amount.
+// key, though its name reads like an amount, for a sender of that
+// provider (rbsSender); for any other sender such a name is an amount.
 var distinctByDocs = map[string]string{
 	// The RBS gateways (Sberbank, Alfa-Bank, the BPC platform) call back
 	// once per refund of an order, operation "refunded", with the order's
 	// total refunded so far and the refund's own amount.
 	"refundedamount":          "the RBS gateways call back once per refund of an order, each with the total refunded so far; the `rbs` preset keys a refund by `externalRefundId`",
 	"operationrefundedamount": "the RBS gateways call back once per refund of an order, each with that refund's amount; the `rbs` preset keys a refund by `externalRefundId`",
+}
+
+// rbsSender: the sender takes the RBS gateways' callbacks, which name
+// the gateway's order mdOrder (its key reads it).
+func rbsSender(s Sender) bool {
+	for _, k := range s.Keys {
+		if strings.HasSuffix(k, ":mdOrder") {
+			return true
+		}
+	}
+	return false
 }
 
 // lastName is the last part of a field's name, lower case: "b" of "a.b"
@@ -898,7 +910,7 @@ func looksAmount(field string) bool {
 // suggest says what to do about a field that changed n times in repeats
 // repeats, and on what evidence.
 func suggest(field string, n, repeats int64, s Sender) (string, string) {
-	if why, ok := distinctByDocs[lastName(field)]; ok && s.UniqueKey == "" {
+	if why, ok := distinctByDocs[lastName(field)]; ok && s.UniqueKey == "" && rbsSender(s) {
 		return "key", why
 	}
 	switch {

@@ -115,8 +115,8 @@ func TestChangedFields(t *testing.T) {
 		count("bare", "processed", 200, 30), count("bare", "would_conflict", 0, 1))
 	ctx := context.Background()
 	for _, c := range []dedupe.Conflict{
-		{Sender: "shop", Key: "o1", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"refundedAmount"}},
-		{Sender: "shop", Key: "o2", StoredHash: "a", ReceivedHash: "c", ChangedPaths: []string{"meta.sent_at", "refundedAmount"}},
+		{Sender: "shop", Key: "o1", StoredHash: "a", ReceivedHash: "b", ChangedPaths: []string{"refundId"}},
+		{Sender: "shop", Key: "o2", StoredHash: "a", ReceivedHash: "c", ChangedPaths: []string{"meta.sent_at", "refundId"}},
 		{Sender: "bare", Key: "x", StoredHash: "a", ReceivedHash: "b"},
 		// Answered as a duplicate, not refused: not one of the 422s.
 		{Sender: "shop", Key: "o3", StoredHash: "a", ReceivedHash: "d", ChangedPaths: []string{"note"}, AnsweredDuplicate: true},
@@ -129,11 +129,11 @@ func TestChangedFields(t *testing.T) {
 	rep := build(t, s, readiness.Sender{Name: "shop", Path: "/p", Signed: true, HashJSON: true, StoreRequestBody: true},
 		readiness.Sender{Name: "bare", Path: "/p", Signed: true})
 	shop, bare := rep.Senders[1], rep.Senders[0]
-	if len(shop.ChangedFields) != 2 || shop.ChangedFields[0].Field != "refundedAmount" || shop.ChangedFields[0].Suggest != "key" ||
+	if len(shop.ChangedFields) != 2 || shop.ChangedFields[0].Field != "refundId" || shop.ChangedFields[0].Suggest != "key" ||
 		shop.ChangedFields[0].Keys != 2 || shop.ChangedFields[1].Suggest != "ignore" || shop.ChangedRead != 2 {
 		t.Errorf("shop changed fields: %+v", shop.ChangedFields)
 	}
-	if !has(shop.Problems, "add `refundedAmount` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {
+	if !has(shop.Problems, "add `refundId` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {
 		t.Errorf("shop problems: %+v", shop.Problems)
 	}
 	if bare.Verdict != readiness.NotReady || !has(bare.Problems, "open the conflicts") || has(bare.Problems, "store_request_body") {
