@@ -716,7 +716,10 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	default:
 		r.Verdict = Ready
 		changed := "no changed payloads"
-		if r.Changed > 0 {
+		switch {
+		case r.Changed > 0 && r.Mode == "shadow":
+			changed = fmt.Sprintf("%d changed payloads to look at (enforcing refuses them with 422, as it should)", r.Changed)
+		case r.Changed > 0:
 			changed = fmt.Sprintf("%d changed payloads to look at (refused with 422, as they should be)", r.Changed)
 		}
 		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, %s, no event lost", r.Keyed, r.ExactRepeats, changed)
