@@ -101,7 +101,9 @@ type Options struct {
 	// Readiness builds the readiness report (serve's senders over the
 	// store); nil when this process does not know the senders (the page
 	// and GET /v1/readiness then say so).
-	Readiness func(ctx context.Context) (readiness.Report, error)
+	// since starts the window (zero: since each sender's rules last
+	// changed), from ?since= of the page and the API.
+	Readiness func(ctx context.Context, since time.Time) (readiness.Report, error)
 	// Accept forwards the refused payload of a conflict to the site as an
 	// event of its own, once (the proxy's Accept): id names the conflict,
 	// "" the newest of the key; by is who accepts. nil disables

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/dedupe/view"
 )
 
@@ -53,6 +54,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"join":     strings.Join,
 	// msDuration prints milliseconds as a duration (readiness.go).
 	"msDuration": msDuration,
+	// codeSpans renders the report's `code spans` as <code> (readiness.go).
+	"codeSpans": codeSpans,
+	"rulesLine": readiness.RulesLine,
 	// signIn: whether this listener has sign-ins (an admin token), so the
 	// page offers "Sign out"; each Handler replaces it (Handler.pages).
 	"signIn": func() bool { return false },

@@ -36,6 +36,7 @@ type delivery struct {
 	arriving int64      // bytes of its peer's share held while the body arrives
 	key      string
 	hash     string
+	fp       []byte // the delivery's fingerprint, once made (fingerprint.go)
 	// legacyHash is the payload hash an older hookonce stored for this
 	// payload, when it differs from hash: claimed with once more when hash
 	// conflicts, so an event stored before an upgrade stays a duplicate.

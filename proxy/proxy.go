@@ -68,6 +68,12 @@ type Options struct {
 // Proxy is the sidecar's request handler.
 type Proxy struct {
 	contract atomic.Pointer[contract.Contract]
+	// rulesTags are the senders' RulesTag in force, by name: the
+	// readiness counters carry them (traffic.go).
+	rulesTags atomic.Pointer[map[string]string]
+	// fpKey is the install's fingerprint key (fingerprint.go); nil until
+	// the store gave it.
+	fpKey    atomic.Pointer[[]byte]
 	store    dedupe.Store
 	log      *slog.Logger
 	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
@@ -175,6 +181,7 @@ func New(o Options) (*Proxy, error) {
 	p.traffic = newTrafficCounter(o.Store, p.log, every)
 	p.abortCtx, p.abort = context.WithCancel(context.Background())
 	p.SetContract(o.Contract)
+	p.loadFingerprintKey()
 	return p, nil
 }
 
@@ -191,6 +198,11 @@ func (p *Proxy) SetContract(c *contract.Contract) {
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedForwarded)
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedRefused)
 	}
+	tags := make(map[string]string, len(c.Senders))
+	for _, s := range c.Senders {
+		tags[s.Name] = s.RulesTag()
+	}
+	p.rulesTags.Store(&tags)
 	p.contract.Store(c)
 }
 

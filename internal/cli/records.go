@@ -62,8 +62,13 @@ func listCommand() *cli.Command {
 			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
 			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml; without one: " + contract.DefaultUnretriedAfter.String() + " for all)"},
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
+			&cli.StringFlag{Name: "value", EnvVars: []string{"HOOKONCE_VALUE"}, Usage: "only records whose delivery had this value in any field of its query or body (the shop's order number, an email), found by the records' field fingerprints; scans the newest " + fmt.Sprint(valueScan) + " records"},
+			&cli.StringFlag{Name: "field", EnvVars: []string{"HOOKONCE_FIELD"}, Usage: "with --value: only in this field (a JSON path such as object.metadata.order_id, or a form or query field)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.String("field") != "" && c.String("value") == "" {
+				return cli.Exit("--field names where --value is looked for: give --value too", exitUsage)
+			}
 			state, unretried, err := dedupe.ParseState(c.String("status"))
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("--status %q: %v", c.String("status"), err), exitUsage)
@@ -101,6 +106,11 @@ func listCommand() *cli.Command {
 							}
 						}
 					}
+				} else if v := c.String("value"); v != "" {
+					if recs, err = findByValue(ctx, s, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state},
+						c.String("field"), v, c.Int("limit")); err != nil {
+						return err
+					}
 				} else {
 					var err error
 					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Limit: c.Int("limit")})
@@ -120,6 +130,42 @@ func listCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+// valueScan bounds the records list --value reads (newest first).
+const valueScan = 10000
+
+// findByValue is list --value: the newest records (at most limit, among
+// the newest valueScan that f keeps) whose fingerprint holds value, in
+// field or in any field, digested with the install's key as the proxy
+// digested the deliveries. The value never leaves this process.
+func findByValue(ctx context.Context, s dedupe.Store, f dedupe.ListFilter, field, value string, limit int) ([]dedupe.Record, error) {
+	k, ok := s.(dedupe.FingerprintKeyer)
+	if !ok {
+		return nil, cli.Exit("this store keeps no field fingerprints", exitRuntime)
+	}
+	key, err := k.FingerprintKey(ctx)
+	if errors.Is(err, dedupe.ErrNotFound) {
+		return nil, nil // no key made yet: no record has a fingerprint
+	}
+	if err != nil {
+		return nil, cli.Exit(err.Error(), exitRuntime)
+	}
+	f.Limit = valueScan
+	all, err := s.List(ctx, f)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), exitRuntime)
+	}
+	var out []dedupe.Record
+	for _, r := range all {
+		if len(out) >= limit {
+			break
+		}
+		if dedupe.FingerprintHas(r.Fingerprint, key, field, value) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // keyPartFlag is list's and conflicts' --key: the whole key, or one whole
