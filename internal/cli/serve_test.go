@@ -21,7 +21,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", store)
 
-	url := "http://" + s.addr + "/hooks/shop"
+	url := s.URL + "/hooks/shop"
 	first := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
 	again := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
 	if first.Status != 200 || !again.Replayed() || string(again.Body) != string(first.Body) {
@@ -61,7 +61,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 		t.Fatalf("list --json exit %d: %s", code, out)
 	}
 
-	s.terminate(t)
+	s.Terminate(t)
 }
 
 // Main runs without the command line: Run returns once both listeners

@@ -33,14 +33,16 @@ type Upstream struct {
 
 	mu        sync.Mutex // guards the fields below
 	execs     map[string]int
+	times     map[string][]time.Time // when each call for an id came
 	total     int
 	inflight  int
 	peak      int
 	lastByKey map[string]http.Header
 }
 
-// NewUpstream starts a counting site. h runs after the call is counted;
-// nil answers 200 {"ok":true,"id":…}.
+// NewUpstream starts a counting site. h runs after the call is counted
+// (CallNumber tells it which call of its id it is); nil answers 200
+// {"ok":true,"id":…}.
 func NewUpstream(t testing.TB, h http.HandlerFunc) *Upstream {
 	t.Helper()
 	return NewUpstreamWith(t, h, nil)
@@ -50,7 +52,7 @@ func NewUpstream(t testing.TB, h http.HandlerFunc) *Upstream {
 // before it starts (nil: nothing).
 func NewUpstreamWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server)) *Upstream {
 	t.Helper()
-	u := &Upstream{handler: h, execs: map[string]int{}, lastByKey: map[string]http.Header{}}
+	u := &Upstream{handler: h, execs: map[string]int{}, times: map[string][]time.Time{}, lastByKey: map[string]http.Header{}}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
 	if configure != nil {
 		configure(u.Server.Config)
@@ -84,6 +86,8 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	id := EventID(r, body)
 	u.mu.Lock()
 	u.execs[id]++
+	n := u.execs[id]
+	u.times[id] = append(u.times[id], time.Now())
 	u.total++
 	u.inflight++
 	if u.inflight > u.peak {
@@ -97,7 +101,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.mu.Unlock()
 	}()
 	if u.handler != nil {
-		u.handler(w, r)
+		u.handler(w, r.WithContext(context.WithValue(r.Context(), callKey{}, n)))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -107,6 +111,22 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+type callKey struct{}
+
+// CallNumber is, in an Upstream's handler, the call's number among the
+// calls for its id, from 1 (0 outside one).
+func CallNumber(r *http.Request) int {
+	n, _ := r.Context().Value(callKey{}).(int)
+	return n
+}
+
+// Times returns when the handler ran for id.
+func (u *Upstream) Times(id string) []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]time.Time(nil), u.times[id]...)
 }
 
 // Executions returns how many times the handler ran for id.
