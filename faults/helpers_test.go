@@ -27,13 +27,13 @@ import (
 
 // ---- the site: counts every call per event id ----
 
-// newSite starts the counting site (proxytest.Upstream). hook, when set,
+// newSite starts the counting site (proxytest.Site). hook, when set,
 // runs after the call is counted (n is the call's number for its id, from
 // 1) and returns true when it wrote the answer itself; otherwise the site
 // answers 200 {"ok":true,"id":…,"n":…}.
-func newSite(t testing.TB, hook func(id string, n int, w http.ResponseWriter, r *http.Request) bool) *proxytest.Upstream {
+func newSite(t testing.TB, hook func(id string, n int, w http.ResponseWriter, r *http.Request) bool) *proxytest.Site {
 	t.Helper()
-	return proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	return proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		id, n := proxytest.EventID(r, body), proxytest.CallNumber(r)
 		if hook != nil && hook(id, n, w, r) {

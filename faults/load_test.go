@@ -134,7 +134,7 @@ func runLoad(t testing.TB, cfg loadConfig) <-chan loadResult {
 // sender's late retry would, each until a 2xx (bounded), and returns how
 // many of them the site ran again and how many records were missing
 // before (a database that forgot them).
-func lateDuplicates(t testing.TB, store dedupe.Store, s *proxytest.Upstream, url string, res loadResult) (reran, missing int) {
+func lateDuplicates(t testing.TB, store dedupe.Store, s *proxytest.Site, url string, res loadResult) (reran, missing int) {
 	t.Helper()
 	client := newClient(t, 30*time.Second)
 	ids := make([]string, 0, len(res.events))
@@ -202,7 +202,7 @@ func (r runReport) String() string {
 
 // checkRun counts a finished run at the site and in the store, after the
 // leases have ended, and fails the test where it differs from exp.
-func checkRun(t testing.TB, store dedupe.Store, s *proxytest.Upstream, res loadResult, lease time.Duration, exp runExpect) runReport {
+func checkRun(t testing.TB, store dedupe.Store, s *proxytest.Site, res loadResult, lease time.Duration, exp runExpect) runReport {
 	t.Helper()
 	time.Sleep(lease + 200*time.Millisecond) // every lease a dead claim held has ended
 	rep := runReport{events: len(res.events), deliveries: res.deliveries, statuses: histogram(res.statuses)}

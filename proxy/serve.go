@@ -87,12 +87,12 @@ type delivery struct {
 	objectWait  time.Duration // how long the delivery waited for it
 	leaveObject func()        // leaves the local queue of the object
 
-	upstreamStatus int
-	upstreamTime   time.Duration
-	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
-	outcome        string // the decision, once made (as counted)
-	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
-	siteFailed     int64  // the site answered this forward with a failure: the how-manieth in a row
+	siteStatus int
+	siteTime   time.Duration
+	by         string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
+	outcome    string // the decision, once made (as counted)
+	siteDown   int64  // this forward found the site unreachable: the how-manieth in a row
+	siteFailed int64  // the site answered this forward with a failure: the how-manieth in a row
 	// quiet: done counts the decision but writes no line (an unmatched
 	// request a recent line of its path already stands for, unmatchedLine).
 	quiet bool
@@ -126,8 +126,8 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	as = append(as, slog.String("key", d.key), slog.String("outcome", outcome), slog.Int("status", status),
 		slog.Int64("duration_ms", time.Since(d.start).Milliseconds()))
-	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
-		as = append(as, slog.Int("upstream_status", d.upstreamStatus), slog.Int64("upstream_ms", d.upstreamTime.Milliseconds()))
+	if d.siteStatus != 0 || d.siteTime != 0 {
+		as = append(as, slog.Int("upstream_status", d.siteStatus), slog.Int64("upstream_ms", d.siteTime.Milliseconds()))
 	}
 	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
 		as = append(as, slog.String("scope", d.s.Serialize.Scope), slog.String("object", d.object), slog.Int64("object_wait_ms", d.objectWait.Milliseconds()))

@@ -154,5 +154,5 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 			detail = d.req.Shape().String()
 		}
 	}
-	d.p.traffic.note(sender, d.rt.Path, outcome, status, detail, d.upstreamTime)
+	d.p.traffic.note(sender, d.rt.Path, outcome, status, detail, d.siteTime)
 }

@@ -124,7 +124,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestSIGHUPReload(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"))
@@ -162,7 +162,7 @@ func TestSIGHUPReload(t *testing.T) {
 // sender's retry will run the handler.
 func TestSIGTERMAbortsAndReleases(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):

@@ -604,7 +604,7 @@ func scrapeServe(t *testing.T) string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"))
 	admin := s.Admin
 	proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"metrics-1"}`)

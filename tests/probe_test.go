@@ -188,7 +188,7 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 
 	t.Run("Probe", func(t *testing.T) {
 		store := servetest.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "hookonce.db"))
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(50 * time.Millisecond)
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(time.Now().Format(time.RFC3339Nano)))
@@ -237,7 +237,7 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 	t.Run("ServeThenProbeWithAdmin", func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []string // event ids in the order the site first saw them
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			id := proxytest.EventID(r, body)
 			mu.Lock()

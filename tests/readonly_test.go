@@ -138,7 +138,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 
 	t.Run("serve creates and migrates the store", func(t *testing.T) {
 		path := filepath.Join(dir, "served.db")
-		s := startServe(t, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", "sqlite:"+path)
+		s := startServe(t, "--upstream", proxytest.NewSite(t, nil).URL, "--store", "sqlite:"+path)
 		if out, errOut, code := hookonce(t, "list", "--json", "--store", "sqlite:"+path); code != 0 || strings.TrimSpace(out) != "[]" {
 			t.Fatalf("list beside serve: exit %d %q %q", code, out, errOut)
 		}

@@ -23,7 +23,7 @@ import (
 // until it is ready; it returns serve and its admin base URL.
 func startProbing(t *testing.T, bin string, cred *syscall.Credential, store string) (*servetest.Server, string) {
 	t.Helper()
-	s := startServeAs(t, bin, cred, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", store,
+	s := startServeAs(t, bin, cred, "--upstream", proxytest.NewSite(t, nil).URL, "--store", store,
 		"--admin-write-probe-interval", "100ms")
 	admin := s.Admin
 	waitReady(t, admin, 200)

@@ -100,7 +100,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	}
 
 	// serve on live stores with a password in the DSN, which then go away.
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(t.TempDir(), "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	live := func(t *testing.T, dsn string, stop func(), secrets ...string) {

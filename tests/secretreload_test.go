@@ -20,7 +20,7 @@ import (
 // on reload refuses the reload, and the secret in force stays.
 func TestSIGHUPRereadsTheEnvFile(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, `
 senders:

@@ -22,7 +22,7 @@ import (
 // and runs nothing; the page's Accept button does the same for another
 // conflict, and refuses a POST without its CSRF token.
 func TestAcceptCommand(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, `

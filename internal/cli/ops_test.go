@@ -92,7 +92,7 @@ func TestServeAdminListener(t *testing.T) {
 	writeFile(t, tokFile, "\n  "+token+"\n")
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
 		"--admin-listen", "127.0.0.1:0", "--admin-token-file", tokFile)
 	admin := s.Admin
@@ -221,7 +221,7 @@ func TestReleaseFreesAStuckClaim(t *testing.T) {
 	store := servetest.OpenStore(t, "sqlite:"+path)
 	var hang atomic.Bool
 	hang.Store(true)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
 			time.Sleep(time.Second) // past upstream_timeout
 		}
@@ -406,7 +406,7 @@ func TestServeUISessionFlags(t *testing.T) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "token")
 	writeFile(t, tokFile, "tok-ui-sessions\n")
-	s := startServe(t, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
+	s := startServe(t, "--upstream", proxytest.NewSite(t, nil).URL, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
 		"--admin-token-file", tokFile, "--admin-session-ttl", "1s", "--admin-secure-cookie")
 	admin := s.Admin
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

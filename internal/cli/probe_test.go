@@ -19,7 +19,7 @@ import (
 func TestProbeExitCodes(t *testing.T) {
 	t.Setenv("ROBO_PROBE_SECRET", "robo-pass-2")
 	store := servetest.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "hookonce.db"))
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/forbidden.php" {
 			w.WriteHeader(http.StatusForbidden)
 			return

@@ -15,7 +15,7 @@ import (
 // one event, then every unretried one; a done event is refused.
 func TestRedeliverCommand(t *testing.T) {
 	var up atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

@@ -15,7 +15,7 @@ import (
 
 func TestServeReplayAndLookup(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
@@ -69,7 +69,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 // at the site after the drain timeout and releases its claim.
 func TestMainRunReloadClose(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("stuck") {
 			select {
 			case <-r.Context().Done():

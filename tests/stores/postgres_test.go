@@ -84,7 +84,7 @@ func TestPostgresPausedDatabaseThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, outageConfig)
 	url := px.URL + "/hooks/shop"
 	if got := proxytest.Post(t, url, `{"id":"before-pause"}`); got.Status != http.StatusOK {
@@ -226,7 +226,7 @@ func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream s
 	defer close(unblock)
 	var calls sync.Mutex
 	first := true
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		calls.Lock()
 		wasFirst := first
 		first = false

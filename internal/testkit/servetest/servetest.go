@@ -1,7 +1,7 @@
 // Package servetest runs `hookonce serve` for tests: the built binary as a
 // process (Build, Options.Bin), or the command line in-process
 // (Options.Run, for internal/cli's own tests), on 127.0.0.1:0 in front of
-// a counting site (proxy/proxytest.Upstream), with its stderr kept one log
+// a counting site (proxy/proxytest.Site), with its stderr kept one log
 // line at a time and the addresses it listens on read from its log. It
 // also opens the store the server was pointed at (OpenStore), to look at
 // records from the test. It is imported by tests only.
