@@ -232,34 +232,6 @@ func (p *Proxy) Close(ctx context.Context) error {
 	return err
 }
 
-// ServeHTTP implements http.Handler. It finds the route of the path the
-// site will run (a sender's path in any spelling PHP and nginx accept);
-// requests on paths no sender names are streamed to the site untouched.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := p.contract.Load()
-	path, rt, err := c.Locate(r.URL.EscapedPath())
-	if err != nil {
-		// No site runs such a path, or hookonce cannot tell whether it
-		// reaches a sender's script: refuse it rather than guess.
-		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
-		answerBadPath(w, err)
-		return
-	}
-	if rt == nil {
-		p.pass.ServeHTTP(w, r)
-		return
-	}
-	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
-	// A method no sender accepts is answered unread (405, or forwarded),
-	// unless the route forwards it and a signed sender's delivery could
-	// be resent under it: then it is judged as any request is.
-	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
-		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
-		return
-	}
-	d.serve()
-}
-
 func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

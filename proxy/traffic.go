@@ -176,7 +176,7 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 	if d.s != nil {
 		sender, rules = d.s.Name, d.p.rulesTag(d.s.Name)
 	}
-	d.p.traffic.note(sender, d.rt.Path, outcome, status, rules, from, shape, d.upstreamTime)
+	d.p.traffic.note(sender, d.rt.Path, outcome, status, rules, from, shape, d.siteTime)
 }
 
 // rulesTag is the tag of the sender's rules in force (SetContract).

@@ -54,7 +54,7 @@ func waitTraffic(t *testing.T, s dedupe.Store, want func(map[string]dedupe.Traff
 func TestTrafficCounted(t *testing.T) {
 	t.Setenv("TR_SECRET", "s3cret")
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, trafficYAML)
 	forged := proxytest.Post(t, px.Server.URL+"/hooks/github", `{"id":"f1","zen":"hi"}`,
 		"X-GitHub-Delivery", "d-1", "X-GitHub-Event", "ping", "X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
@@ -109,7 +109,7 @@ func (failingTraffic) AddTraffic(context.Context, []dedupe.TrafficCount) error {
 // failing, deliveries are answered and run once, and the loss is logged.
 func TestTrafficFailureLosesNoDelivery(t *testing.T) {
 	t.Setenv("TR_SECRET", "s3cret")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, failingTraffic{newStore(t)}, site.URL, trafficYAML)
 	for range 3 {
 		if r := proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"id":"o1"}`); r.Status != 200 {
@@ -132,7 +132,7 @@ func TestTrafficFailureLosesNoDelivery(t *testing.T) {
 // not read for them.
 func TestTrafficShapes(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	t.Setenv("TR_SECRET", "s3cret")
 	px := proxytest.Start(t, store, site.URL, trafficYAML)
 	many := make([]string, 30)
@@ -177,7 +177,7 @@ senders:
     key: [ { body: id } ]
 `
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, cfg)
 	const flood = 3 * dedupe.MaxTrafficShapes
 	start := time.Now()
