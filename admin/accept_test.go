@@ -23,7 +23,7 @@ import (
 // accepted key); again is 409 and runs nothing; no such conflict is 404.
 // The lists take key= as a whole part of the key.
 func TestAcceptAPI(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	store := openStore(t)
 	px := proxytest.Start(t, store, site.URL, `
 senders:

@@ -68,7 +68,7 @@ func postForms(t *testing.T, base, path string, jar []*http.Cookie) []pageForm {
 // event shop/o1 is neither released nor run again. The event page's
 // forms carry the key the same way.
 func TestPageFormsCarryKeyInBody(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	store := openStore(t)
 	px := proxytest.Start(t, store, site.URL, `
 senders:

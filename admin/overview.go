@@ -31,11 +31,11 @@ import (
 // The metrics the page reads, as the proxy registers them
 // (proxy/metrics.go; admin's tests check the names against a real proxy).
 const (
-	metricRequests = "hookonce_requests_total"
-	metricUpstream = "hookonce_upstream_duration_seconds"
-	// metricUpstreamMax is the longest of them: the histogram keeps none.
-	metricUpstreamMax = "hookonce_upstream_duration_max_seconds"
-	metricUnmatched   = "hookonce_unmatched_total"
+	metricRequests     = "hookonce_requests_total"
+	metricSiteDuration = "hookonce_upstream_duration_seconds"
+	// metricSiteDurationMax is the longest of them: the histogram keeps none.
+	metricSiteDurationMax = "hookonce_upstream_duration_max_seconds"
+	metricUnmatched       = "hookonce_unmatched_total"
 )
 
 // Categories are the page's rows: the outcomes of hookonce_requests_total
@@ -295,13 +295,13 @@ func (h *Handler) startedCounts(get func(string) *senderOverview, unmatched *[]u
 					}
 				}
 			}
-		case metricUpstream:
+		case metricSiteDuration:
 			for _, m := range mf.GetMetric() {
 				if hg := m.GetHistogram(); hg.GetSampleCount() > 0 {
 					hists[labelOf(m, "sender")] = hg
 				}
 			}
-		case metricUpstreamMax:
+		case metricSiteDurationMax:
 			for _, m := range mf.GetMetric() {
 				longest[labelOf(m, "sender")] = time.Duration(math.Round(m.GetGauge().GetValue() * float64(time.Second)))
 			}
@@ -335,7 +335,7 @@ func labelOf(m *dto.Metric, name string) string {
 // fromHistogram reads a Prometheus histogram with dedupe.LatencyBounds as
 // a Latency; its Max is the upper bound of the highest bucket used (the
 // histogram keeps no maximum): the caller replaces it with the exact one
-// (metricUpstreamMax) when it has it, or the percentiles reach the
+// (metricSiteDurationMax) when it has it, or the percentiles reach the
 // bucket's bound, above every observation in it.
 func fromHistogram(hg *dto.Histogram) dedupe.Latency {
 	l := dedupe.Latency{Count: int64(hg.GetSampleCount()), Sum: time.Duration(hg.GetSampleSum() * float64(time.Second)),

@@ -32,7 +32,7 @@ func parseDur(t *testing.T, s string) time.Duration {
 // exact maximum shown just above it.
 func TestOverviewPercentilesNeverAboveTheMax(t *testing.T) {
 	store := openStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(12 * time.Millisecond)
 		_, _ = w.Write([]byte("ok"))
 	})

@@ -39,7 +39,7 @@ var overviewCategories = map[string][]string{
 // proxy's registry, its unretried list).
 func overviewTraffic(t *testing.T, store dedupe.Store) (*httptest.Server, *proxytest.Instance) {
 	t.Helper()
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		switch {
 		case strings.Contains(string(body), "fail"):

@@ -145,7 +145,7 @@ type outcomeKey struct{ sender, outcome string }
 func TestProtocolMetricsAPIAndLogs(t *testing.T) {
 	t.Setenv("HOOKONCE_TEST_GITHUB_SECRET", githubSecret)
 	store := openStore(t)
-	site := proxytest.NewUpstream(t, protocolSite())
+	site := proxytest.NewSite(t, protocolSite())
 	px := proxytest.Start(t, store, site.URL, protocolConfig)
 	adminLogs := &proxytest.SyncBuffer{}
 	h, err := admin.New(admin.Options{Store: store, Gatherer: px.Registry, Token: testToken,

@@ -35,7 +35,7 @@ senders:
 // (not ready), through a real proxy in shadow mode; it checks that the
 // site ran every delivery, and returns the report once the counters are
 // in the store.
-func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context) (readiness.Report, error) {
+func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context, since time.Time) (readiness.Report, error) {
 	site := proxytest.NewUpstream(t, nil)
 	srv := proxytest.StartProxy(t, store, site.URL, readinessYAML)
 	for i := range 22 {
@@ -62,12 +62,12 @@ func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context) (
 		{Name: "shop", Path: "/hooks/shop", Mode: "shadow", Keys: []string{"body:id"}, Timeout: 30 * time.Second, TimeoutFrom: "upstream_timeout"},
 		{Name: "stripe", Path: "/hooks/stripe", Mode: "shadow", HashJSON: true, StoreRequestBody: true, Keys: []string{"body:id"}},
 	}
-	build := func(ctx context.Context) (readiness.Report, error) {
-		return readiness.Build(ctx, store, senders, readiness.Options{DistinctKeys: true})
+	build := func(ctx context.Context, since time.Time) (readiness.Report, error) {
+		return readiness.Build(ctx, store, senders, readiness.Options{DistinctKeys: true, Since: since})
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rep, err := build(context.Background())
+		rep, err := build(context.Background(), time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +105,8 @@ func TestReadinessPageInChromium(t *testing.T) {
 	for _, want := range []string{
 		`data-sender="shop" data-verdict="ready"`,
 		`data-sender="stripe" data-verdict="not ready"`,
-		"`pending_webhooks` changed in 3 of 3 repeats",
-		"add `pending_webhooks` to `ignore`",
+		"<code>pending_webhooks</code> changed in 3 of 3 repeats",
+		"add <code>pending_webhooks</code> to <code>ignore</code>",
 		`href="/ui/events/stripe/evt_2"`,
 		`href="/ui/conflicts?sender=stripe"`,
 		`<a href="/ui/readiness">Readiness</a>`,
@@ -114,6 +114,11 @@ func TestReadinessPageInChromium(t *testing.T) {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the readiness page lacks %s", want)
 		}
+	}
+	// The report marks names as `code spans` for the terminal; the page
+	// renders them, never a literal backtick.
+	if strings.Contains(dom, "`") {
+		t.Errorf("the readiness page shows a literal backtick")
 	}
 	if t.Failed() {
 		t.Fatalf("DOM:\n%s", dom)

@@ -28,16 +28,16 @@ import (
 // lostEvent runs a proxy whose site fails, leaves one released event with
 // its request kept, and serves the admin handler (with the test token)
 // wired to the proxy the way serve wires it. up brings the site back.
-func lostEvent(t *testing.T) (adm *httptest.Server, site *proxytest.Upstream, store dedupe.Store, up *atomic.Bool) {
+func lostEvent(t *testing.T) (adm *httptest.Server, site *proxytest.Site, store dedupe.Store, up *atomic.Bool) {
 	t.Helper()
 	return lostEventWith(t, testToken)
 }
 
 // lostEventWith is lostEvent with the admin token given ("": none).
-func lostEventWith(t *testing.T, token string) (adm *httptest.Server, site *proxytest.Upstream, store dedupe.Store, up *atomic.Bool) {
+func lostEventWith(t *testing.T, token string) (adm *httptest.Server, site *proxytest.Site, store dedupe.Store, up *atomic.Bool) {
 	t.Helper()
 	up = &atomic.Bool{}
-	site = proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site = proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

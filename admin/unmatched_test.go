@@ -22,7 +22,7 @@ import (
 // and no longer as a "(no sender)" sender.
 func TestOverviewShowsUnmatchedByPath(t *testing.T) {
 	store := openStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	px := proxytest.Start(t, store, site.URL, `
 senders:
   - name: robokassa

@@ -92,8 +92,14 @@ var allocStores = []struct {
 // event, 1.37 KB a replay from memory) with a little room: a guard against
 // regressions. Issue 35 asks 8 KB for a new event; what is left is listed
 // in docs/performance.md ("Allocations per delivery"). Allocation counts,
-// not time: the figures do not move with the machine's load.
-var newEventBudget = map[string]int64{"SQLite": 21 << 10, "PostgreSQL": 18 << 10}
+// not time: the figures do not move with the machine's load. Issue 43
+// added each new event's field fingerprint (its fields read as the site
+// reads them, sorted, an 8-byte HMAC each, the blob stored with the
+// claim): +1.0 KB and about 35 allocations a new event (SQLite 20.5 →
+// 21.5 KB, PostgreSQL 17.1 → 17.9 KB, this test's 5-field JSON body),
+// nothing on a replay (the store makes it only when it writes the claim);
+// each budget rose by 1 KiB.
+var newEventBudget = map[string]int64{"SQLite": 22 << 10, "PostgreSQL": 19 << 10}
 
 const duplicateBudget = 1536
 

@@ -16,7 +16,7 @@ type Verifier interface {
 
 // Signature schemes. The first seven are HMAC-SHA256 over the raw body in
 // one sender's arrangement; the rest are generic building blocks for
-// senders no preset knows (scheme_digest.go, scheme_token.go,
+// senders no preset knows (scheme_digest_hmac.go, scheme_token.go,
 // scheme_addr.go).
 const (
 	SchemeStripe           = "stripe"

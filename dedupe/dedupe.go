@@ -164,6 +164,10 @@ type Record struct {
 	// Request is the claimed request's method, target and headers, kept
 	// with RequestBody; nil otherwise.
 	Request *StoredRequest
+	// Fingerprint is the claimed delivery's fields, each with a keyed
+	// digest of its value, never the value (fingerprint.go); nil when the
+	// delivery had none or was claimed by an older hookonce.
+	Fingerprint []byte
 	// Attempts are the deliveries to the site, oldest first, at most
 	// MaxAttempts (the latest).
 	Attempts []Attempt
@@ -202,7 +206,8 @@ type Conflict struct {
 	// differ, as PHP names them (DiffKind "form"); nil otherwise. Never the
 	// values. Computed by the caller.
 	ChangedPaths []string
-	// DiffKind says what ChangedPaths holds: DiffJSON, DiffForm or "".
+	// DiffKind says what ChangedPaths holds: DiffJSON, DiffForm,
+	// DiffFields or "".
 	DiffKind string
 	// ExpiresAt is when Purge may remove the conflict.
 	ExpiresAt time.Time
@@ -232,6 +237,10 @@ type Conflict struct {
 const (
 	DiffJSON = "json"
 	DiffForm = "form"
+	// DiffFields: the fields of the query and the body (JSON paths, form
+	// fields as PHP names them) whose fingerprints differ (Fingerprint),
+	// when no body was kept to compare.
+	DiffFields = "fields"
 )
 
 // Kept reports whether the refused payload was kept whole, so that it can
@@ -290,6 +299,24 @@ type ClaimRequest struct {
 	RequestBody []byte
 	// Request is kept with the record when non-nil (store_request_body).
 	Request *StoredRequest
+	// Fingerprint is kept with the record (it replaces a released
+	// record's, as the payload hash does). When nil, Fingerprinter (if
+	// set) makes it, called by a store only when it writes the claim
+	// (ClaimFingerprint), so that a duplicate answered from a read or a
+	// cache never pays for it.
+	Fingerprint   []byte
+	Fingerprinter func() []byte
+}
+
+// ClaimFingerprint is the fingerprint a store writes with the claim:
+// Fingerprint, else what Fingerprinter makes (once: it is kept in
+// Fingerprint).
+func (r *ClaimRequest) ClaimFingerprint() []byte {
+	if r.Fingerprint == nil && r.Fingerprinter != nil {
+		r.Fingerprint = r.Fingerprinter()
+		r.Fingerprinter = nil
+	}
+	return r.Fingerprint
 }
 
 // Outcome says what a Claim found.

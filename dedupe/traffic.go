@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -243,3 +244,64 @@ func (r readOnly) TrafficTotals(ctx context.Context, since time.Time) ([]Traffic
 
 // AddTraffic refuses, as every write of a read-only store does.
 func (readOnly) AddTraffic(context.Context, []TrafficCount) error { return refuse("add traffic") }
+
+// A sender's counter carries in its Detail what the report tells its
+// deliveries apart by: the tag of the sender's rules when they were
+// counted (contract's RulesTag), so the report counts from the last
+// change of the rules; for a bad signature and a good delivery, the
+// source address's network (an IPv4 /24, an IPv6 /48), so the report
+// tells a stranger from a wrong secret; and, for a delivery without an
+// event id, its shape. Detail is bounded like every shape
+// (MaxTrafficShapes per group, the rest TrafficOtherDetail): a stranger
+// who picks addresses fills the "other" counter, never the store.
+
+// TrafficDetail composes a sender counter's detail from the rules tag,
+// the source network and the shape, each "" when none.
+func TrafficDetail(rules, from, shape string) string {
+	d := ""
+	if rules != "" {
+		d = "r=" + rules
+	}
+	if from != "" {
+		if d != "" {
+			d += " "
+		}
+		d += "from=" + from
+	}
+	if shape != "" {
+		if d != "" {
+			d += " "
+		}
+		d += shape
+	}
+	return d
+}
+
+// ParseTrafficDetail splits a sender counter's detail as TrafficDetail
+// composed it. A detail of an older hookonce (a shape alone) has no
+// rules tag nor source.
+func ParseTrafficDetail(d string) (rules, from, shape string) {
+	if r, ok := strings.CutPrefix(d, "r="); ok {
+		rules, d, _ = strings.Cut(r, " ")
+	}
+	if f, ok := strings.CutPrefix(d, "from="); ok {
+		from, d, _ = strings.Cut(f, " ")
+	}
+	return rules, from, d
+}
+
+// SourceNetwork is the network an address is counted under: its /24 for
+// IPv4, its /48 for IPv6 (a provider's senders share one; one host's
+// addresses do); invalid when the address is unknown.
+func SourceNetwork(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	a = a.Unmap()
+	bits := 24
+	if a.Is6() {
+		bits = 48
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}

@@ -101,8 +101,8 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 	for _, sh := range shapes {
 		t.Run(strings.ReplaceAll(sh.name, " ", "_"), func(t *testing.T) {
 			// Reset the peak (VmHWM) to now, so it is this shape's.
-			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid()), []byte("5"), 0)
-			before := procStatus(t, p.pid(), "VmRSS")
+			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.Pid()), []byte("5"), 0)
+			before := procStatus(t, p.Pid(), "VmRSS")
 			statuses := make(map[int]int)
 			var mu sync.Mutex
 			var wg sync.WaitGroup
@@ -123,7 +123,7 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			peak := procStatus(t, p.pid(), "VmHWM")
+			peak := procStatus(t, p.Pid(), "VmHWM")
 			t.Logf("%s: %d × %d KiB at once: answers %v; RSS %d MiB before, peak %d MiB (bound %d MiB)",
 				sh.name, concurrent, len(sh.body)>>10, statuses, before>>20, peak>>20, bound>>20)
 			if statuses[sh.status] != concurrent {
@@ -134,7 +134,7 @@ func TestAdversarialBodiesBeforeTheSignature(t *testing.T) {
 			}
 		})
 	}
-	if n := s.totalCalls(); n != 0 {
+	if n := s.Total(); n != 0 {
 		t.Fatalf("the site ran %d times for unsigned requests", n)
 	}
 }
@@ -188,9 +188,9 @@ func TestEarlyAnswersAndIdleSockets(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	r := post(client, idle.URL+"/hooks/shop", `{"id":"among-idle"}`)
-	t.Logf("among 300 idle sockets: %s, executions %d", r, s.execs("among-idle"))
-	if !r.ok() || s.execs("among-idle") != 1 {
-		t.Fatalf("a delivery among idle sockets: %s, executions %d; want it run once", r, s.execs("among-idle"))
+	t.Logf("among 300 idle sockets: %s, executions %d", r, s.Executions("among-idle"))
+	if !r.ok() || s.Executions("among-idle") != 1 {
+		t.Fatalf("a delivery among idle sockets: %s, executions %d; want it run once", r, s.Executions("among-idle"))
 	}
 }
 
@@ -208,7 +208,7 @@ func TestStalledSocketsHoldWhatTheySent(t *testing.T) {
 		config: "max_body: 1MiB\nsenders:\n  - name: shop\n    match: { path: /hooks/shop }\n    key: [ { body: id } ]\n",
 	})
 	addr := strings.TrimPrefix(p.URL, "http://")
-	before := procStatus(t, p.pid(), "VmRSS")
+	before := procStatus(t, p.Pid(), "VmRSS")
 	chunk := strings.Repeat("x", 16<<10+1)
 	for range 256 {
 		conn, err := net.Dial("tcp", addr)
@@ -221,10 +221,10 @@ func TestStalledSocketsHoldWhatTheySent(t *testing.T) {
 	time.Sleep(time.Second) // every socket's 16 KiB + 1 has been read
 	client := newClient(t, 30*time.Second)
 	r := post(client, p.URL+"/hooks/shop", `{"id":"among-stalled"}`)
-	rss := procStatus(t, p.pid(), "VmRSS")
-	t.Logf("among 256 stalled sockets: %s, executions %d; RSS %d MiB before, %d MiB with them open", r, s.execs("among-stalled"), before>>20, rss>>20)
-	if !r.ok() || s.execs("among-stalled") != 1 {
-		t.Fatalf("a delivery among stalled sockets: %s, executions %d; want it run once", r, s.execs("among-stalled"))
+	rss := procStatus(t, p.Pid(), "VmRSS")
+	t.Logf("among 256 stalled sockets: %s, executions %d; RSS %d MiB before, %d MiB with them open", r, s.Executions("among-stalled"), before>>20, rss>>20)
+	if !r.ok() || s.Executions("among-stalled") != 1 {
+		t.Fatalf("a delivery among stalled sockets: %s, executions %d; want it run once", r, s.Executions("among-stalled"))
 	}
 	// 256 × 32 KiB held is 8 MiB; the declared lengths would be 256 MiB.
 	if grown := rss - before; grown > 64<<20 {

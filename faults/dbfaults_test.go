@@ -12,6 +12,7 @@ import (
 	"github.com/hookonce/hookonce/internal/testkit/faultproxy"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -91,7 +92,7 @@ func TestDatabaseFaultsUnderLoad(t *testing.T) {
 		t.Run(run.name, func(t *testing.T) {
 			t.Parallel()
 			db := run.start(t)
-			store := openStore(t, db.dsn)
+			store := servetest.OpenStore(t, db.dsn)
 			s := newSite(t, answerOK(5*time.Millisecond))
 			px := proxytest.Start(t, store, s.URL, loadFaultConfig)
 			stop := make(chan struct{})
@@ -138,7 +139,7 @@ func TestDatabaseFaultsUnderLoad(t *testing.T) {
 				run.name, res.elapsed.Round(100*time.Millisecond), rep, metricTakeovers, notStored, storeErrors, cuts, missing, reran)
 			for _, l := range notStoredLogs(px.Logs.String()) {
 				rec, err := getRecord(t, store, l.key)
-				t.Logf("  %s %q: %s; now: state %s takeovers %d (%v), executions %d", l.level, l.key, l.msg, rec.State, rec.Takeovers, err, s.execs(l.key))
+				t.Logf("  %s %q: %s; now: state %s takeovers %d (%v), executions %d", l.level, l.key, l.msg, rec.State, rec.Takeovers, err, s.Executions(l.key))
 			}
 			if !run.forgets && rep.extra > int(metricTakeovers) {
 				t.Errorf("%d extra executions, only %v takeovers counted", rep.extra, metricTakeovers)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
@@ -58,7 +59,7 @@ func needMount(t *testing.T) {
 // tmpfsServe runs `hookonce serve` on SQLite in a tmpfs of the given size,
 // mounted in its own mount namespace. files is the tmpfs as the test sees
 // it (through /proc/PID/root).
-func tmpfsServe(t *testing.T, size, upstream, storeParams string, defaults ...string) (p *proc, dir, files string) {
+func tmpfsServe(t *testing.T, size, upstream, storeParams string, defaults ...string) (p *servetest.Server, dir, files string) {
 	t.Helper()
 	dir = t.TempDir()
 	config := diskConfig
@@ -69,7 +70,7 @@ func tmpfsServe(t *testing.T, size, upstream, storeParams string, defaults ...st
 		store: "sqlite:" + filepath.Join(dir, "hookonce.db") + storeParams, upstream: upstream, config: config,
 		wrap: []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mountScript, size, dir},
 	})
-	files = fmt.Sprintf("/proc/%d/root%s", p.pid(), dir)
+	files = fmt.Sprintf("/proc/%d/root%s", p.Pid(), dir)
 	return p, dir, files
 }
 
@@ -219,11 +220,11 @@ func diskFullFiller(t *testing.T, storeParams string) {
 	for ; ; spilled++ {
 		id := fmt.Sprint("spill-", spilled)
 		r := post(client, url, evt(id))
-		if r.status == http.StatusServiceUnavailable && s.execs(id) == 0 {
+		if r.status == http.StatusServiceUnavailable && s.Executions(id) == 0 {
 			break
 		}
-		if r.status != 200 || s.execs(id) != 1 {
-			t.Fatalf("%s on a full disk: %s, executions %d; want 503 and 0, or 200 and 1", id, r, s.execs(id))
+		if r.status != 200 || s.Executions(id) != 1 {
+			t.Fatalf("%s on a full disk: %s, executions %d; want 503 and 0, or 200 and 1", id, r, s.Executions(id))
 		}
 		if spilled == maxSpill {
 			t.Fatalf("%d new events stored on a full disk: none refused", spilled)
@@ -234,8 +235,8 @@ func diskFullFiller(t *testing.T, storeParams string) {
 	for i := range refused {
 		r := post(client, url, evt(fmt.Sprint("full-", i)))
 		full[r.status]++
-		if r.status != http.StatusServiceUnavailable || s.execs(fmt.Sprint("full-", i)) != 0 {
-			t.Errorf("full-%d while the disk is full: %s, executions %d; want 503 and 0", i, r, s.execs(fmt.Sprint("full-", i)))
+		if r.status != http.StatusServiceUnavailable || s.Executions(fmt.Sprint("full-", i)) != 0 {
+			t.Errorf("full-%d while the disk is full: %s, executions %d; want 503 and 0", i, r, s.Executions(fmt.Sprint("full-", i)))
 		}
 	}
 	for i := range warm {
@@ -243,10 +244,10 @@ func diskFullFiller(t *testing.T, storeParams string) {
 			t.Errorf("replay of warm-%d while the disk is full: %s", i, r)
 		}
 	}
-	metrics := p.metrics(t)
+	metrics := p.Metrics(t)
 	gotNotStored := int(counter(metrics, "hookonce_answers_not_stored_total"))
 	t.Logf("disk filled with %d bytes; the held delivery got %s; new events stored in the files' free blocks: %d; new events while full: %s; answers not stored %d, logged %d",
-		filled, held, spilled, histogram(full), gotNotStored, p.countLog("answer not stored before the lease ran out: a retry will run the handler again"))
+		filled, held, spilled, histogram(full), gotNotStored, p.CountLog("answer not stored before the lease ran out: a retry will run the handler again"))
 	if held.status != 200 {
 		t.Errorf("the delivery at the site when the disk filled got %s; want the site's 200", held)
 	}
@@ -260,8 +261,8 @@ func diskFullFiller(t *testing.T, storeParams string) {
 	}
 	for i := range refused {
 		id := fmt.Sprint("full-", i)
-		if r, seen := retryUntilOK(client, url, evt(id), 30, 15*time.Second, 200*time.Millisecond); !r.ok() || s.execs(id) != 1 {
-			t.Errorf("%s after space was freed: %s (before: %s), executions %d; want 200 and 1", id, r, histogram(seen), s.execs(id))
+		if r, seen := retryUntilOK(client, url, evt(id), 30, 15*time.Second, 200*time.Millisecond); !r.ok() || s.Executions(id) != 1 {
+			t.Errorf("%s after space was freed: %s (before: %s), executions %d; want 200 and 1", id, r, histogram(seen), s.Executions(id))
 		}
 	}
 	if r, seen := retryUntilOK(client, url, evt("held"), 30, 15*time.Second, 200*time.Millisecond); !r.ok() {
@@ -269,16 +270,16 @@ func diskFullFiller(t *testing.T, storeParams string) {
 	}
 	for i := range after {
 		id := fmt.Sprint("after-", i)
-		if r := post(client, url, evt(id)); r.status != 200 || s.execs(id) != 1 {
-			t.Errorf("%s: %s, executions %d", id, r, s.execs(id))
+		if r := post(client, url, evt(id)); r.status != 200 || s.Executions(id) != 1 {
+			t.Errorf("%s: %s, executions %d", id, r, s.Executions(id))
 		}
 	}
-	metrics = p.metrics(t)
+	metrics = p.Metrics(t)
 	gotTakeovers := int(counter(metrics, "hookonce_requests_total", "outcome", "takeover"))
 	t.Logf("after freeing: held executions %d (want %d), takeovers %d (want %d), violations %v",
-		s.execs("held"), heldExecs, gotTakeovers, takeovers, checker.seen())
-	if s.execs("held") != heldExecs || gotTakeovers != takeovers {
-		t.Errorf("held: executions %d takeovers %d; want %d and %d", s.execs("held"), gotTakeovers, heldExecs, takeovers)
+		s.Executions("held"), heldExecs, gotTakeovers, takeovers, checker.seen())
+	if s.Executions("held") != heldExecs || gotTakeovers != takeovers {
+		t.Errorf("held: executions %d takeovers %d; want %d and %d", s.Executions("held"), gotTakeovers, heldExecs, takeovers)
 	}
 	if v := checker.seen(); len(v) != violations {
 		t.Errorf("site executions without a stored claim: %v", v)
@@ -286,7 +287,7 @@ func diskFullFiller(t *testing.T, storeParams string) {
 	if got := integrityCheck(t, filepath.Join(files, "hookonce.db")); got != "ok" {
 		t.Errorf("integrity_check: %s", got)
 	}
-	p.terminate(t)
+	p.Terminate(t)
 }
 
 // A tmpfs so small that the WAL itself fills it in ordinary use (no
@@ -342,14 +343,14 @@ func TestDiskFullWAL(t *testing.T) {
 	for i := range refused {
 		id := fmt.Sprint("refused-", i)
 		sent = append(sent, id)
-		if r := post(client, url, evt(id)); r.status != http.StatusServiceUnavailable || s.execs(id) != 0 {
-			t.Errorf("%s on a full disk: %s, executions %d; want 503 and 0", id, r, s.execs(id))
+		if r := post(client, url, evt(id)); r.status != http.StatusServiceUnavailable || s.Executions(id) != 0 {
+			t.Errorf("%s on a full disk: %s, executions %d; want 503 and 0", id, r, s.Executions(id))
 		}
 	}
-	notStored := int(counter(p.metrics(t), "hookonce_answers_not_stored_total"))
+	notStored := int(counter(p.Metrics(t), "hookonce_answers_not_stored_total"))
 	lostAnswers := 0
 	for _, id := range sent {
-		if s.execs(id) > 0 {
+		if s.Executions(id) > 0 {
 			var rec struct{ State string }
 			resp, err := http.Get(p.Admin + "/v1/events/shop/" + id)
 			if err == nil {
@@ -368,21 +369,21 @@ func TestDiskFullWAL(t *testing.T) {
 	}
 
 	// Grow the tmpfs under the running process.
-	if out, err := exec.Command("nsenter", "--target", fmt.Sprint(p.pid()), "--mount", "--",
+	if out, err := exec.Command("nsenter", "--target", fmt.Sprint(p.Pid()), "--mount", "--",
 		"mount", "-o", "remount,size=16m", dir).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
 	for _, id := range sent {
-		before := s.execs(id)
+		before := s.Executions(id)
 		r, seen := retryUntilOK(client, url, evt(id), 30, 15*time.Second, 200*time.Millisecond)
 		if !r.ok() {
 			t.Errorf("%s after the tmpfs grew: %s (before: %s)", id, r, histogram(seen))
 		}
-		if n := s.execs(id); n < 1 || n > maxExecs || (n > 1 && before != 1) {
+		if n := s.Executions(id); n < 1 || n > maxExecs || (n > 1 && before != 1) {
 			t.Errorf("%s: %d executions (%d before the tmpfs grew)", id, n, before)
 		}
 	}
-	if r := post(client, url, evt("grown")); r.status != 200 || s.execs("grown") != 1 {
+	if r := post(client, url, evt("grown")); r.status != 200 || s.Executions("grown") != 1 {
 		t.Errorf("a new event after the tmpfs grew: %s", r)
 	}
 	if v := checker.seen(); len(v) != violations {
@@ -392,7 +393,7 @@ func TestDiskFullWAL(t *testing.T) {
 		t.Errorf("integrity_check: %s", got)
 	}
 	t.Logf("after growing: files:\n%s", du())
-	p.terminate(t)
+	p.Terminate(t)
 }
 
 const tinySize = "256k"

@@ -54,6 +54,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 )
 
 const floodSecret = "whsec_flood"
@@ -270,15 +271,15 @@ func runFlood(t *testing.T, kind string, duration time.Duration) floodResult {
 		deliver(fmt.Sprintf("evt_after_%d", i))
 	}
 	readinessAnswers(t, p)
-	res.peakRSS = procStatus(t, p.pid(), "VmHWM")
+	res.peakRSS = procStatus(t, p.Pid(), "VmHWM")
 	res.unmatchedLines = countUnmatchedLines(p)
-	p.terminate(t)
+	p.Terminate(t)
 	res.storeGrowth = size() - before
 
 	// A restart answers a genuine delivery within 5 s.
 	start := time.Now()
 	p2 := launch(t, opts)
-	serving := p2.waitLog(t, "hookonce serving", 30*time.Second)
+	serving := p2.WaitLogWithin(t, "hookonce serving", 30*time.Second)
 	p2.URL = "http://" + fmt.Sprint(serving["listen"])
 	p = p2
 	deliver("evt_restart_0")
@@ -287,12 +288,12 @@ func runFlood(t *testing.T, kind string, duration time.Duration) floodResult {
 		deliver(fmt.Sprintf("evt_restart_%d", i))
 	}
 	time.Sleep(time.Second) // the readiness gauge's first run is done by then
-	res.restartRSS = procStatus(t, p2.pid(), "VmRSS")
+	res.restartRSS = procStatus(t, p2.Pid(), "VmRSS")
 
 	// Every genuine delivery ran exactly once.
 	res.genuine = len(ids)
 	for _, id := range ids {
-		if n := site.execs(id); n == 1 {
+		if n := site.Executions(id); n == 1 {
 			res.ranOnce++
 		} else {
 			t.Errorf("genuine %s ran %d times at the site, want once", id, n)
@@ -300,7 +301,7 @@ func runFlood(t *testing.T, kind string, duration time.Duration) floodResult {
 	}
 
 	// The counters, as the store keeps them.
-	store := openStore(t, dsn)
+	store := servetest.OpenStore(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	totals, err := store.(dedupe.TrafficReader).TrafficTotals(ctx, time.Time{})
@@ -333,7 +334,7 @@ func runFlood(t *testing.T, kind string, duration time.Duration) floodResult {
 	if sum != tsum {
 		t.Errorf("the totals sum to %d deliveries, the counters to %d", tsum, sum)
 	}
-	p2.terminate(t)
+	p2.Terminate(t)
 
 	// What the issue asks, checked on every form; the short one floods
 	// for 5 s only, so the bounds hold with room.
@@ -362,7 +363,7 @@ func runFlood(t *testing.T, kind string, duration time.Duration) floodResult {
 
 // readinessAnswers reads the readiness report from the admin API, as an
 // operator (or a dashboard) would during the flood.
-func readinessAnswers(t *testing.T, p *proc) {
+func readinessAnswers(t *testing.T, p *servetest.Server) {
 	t.Helper()
 	c := &http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Get(p.Admin + "/v1/readiness")
@@ -377,9 +378,9 @@ func readinessAnswers(t *testing.T, p *proc) {
 }
 
 // countUnmatchedLines counts the log lines of requests no sender took.
-func countUnmatchedLines(p *proc) int {
+func countUnmatchedLines(p *servetest.Server) int {
 	n := 0
-	p.find(func(line string, l map[string]any) bool {
+	p.Find(func(line string, l map[string]any) bool {
 		if l["msg"] == "webhook" && l["outcome"] == "unmatched" {
 			n++
 		}

@@ -1,23 +1,18 @@
 package faults_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,71 +21,27 @@ import (
 	_ "modernc.org/sqlite" // PRAGMA integrity_check on the store's file
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/dedupe/postgres"
-	"github.com/hookonce/hookonce/dedupe/redis"
-	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // ---- the site: counts every call per event id ----
 
-// site is the upstream: an httptest server that records every call of its
-// handler per event id (the JSON body's "id"), with the time of each call.
-type site struct {
-	*httptest.Server
-	hook func(id string, n int, w http.ResponseWriter, r *http.Request) bool
-
-	mu    sync.Mutex // guards calls and total
-	calls map[string][]time.Time
-	total int
-}
-
-// newSite starts a counting site. hook, when set, runs after the call is
-// counted (n is the call's number for its id, from 1) and returns true
-// when it wrote the answer itself; otherwise the site answers
-// 200 {"ok":true,"id":…,"n":…}.
-func newSite(t testing.TB, hook func(id string, n int, w http.ResponseWriter, r *http.Request) bool) *site {
+// newSite starts the counting site (proxytest.Site). hook, when set,
+// runs after the call is counted (n is the call's number for its id, from
+// 1) and returns true when it wrote the answer itself; otherwise the site
+// answers 200 {"ok":true,"id":…,"n":…}.
+func newSite(t testing.TB, hook func(id string, n int, w http.ResponseWriter, r *http.Request) bool) *proxytest.Site {
 	t.Helper()
-	s := &site{hook: hook, calls: map[string][]time.Time{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *site) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	id := proxytest.EventID(r, body)
-	s.mu.Lock()
-	s.calls[id] = append(s.calls[id], time.Now())
-	s.total++
-	n := len(s.calls[id])
-	s.mu.Unlock()
-	if s.hook != nil && s.hook(id, n, w, r) {
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"ok":true,"id":%q,"n":%d}`, id, n)
-}
-
-// execs is how many times the handler ran for id.
-func (s *site) execs(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.calls[id])
-}
-
-// callTimes returns when the handler ran for id.
-func (s *site) callTimes(id string) []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.calls[id]...)
-}
-
-// totalCalls is every call the handler got.
-func (s *site) totalCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total
+	return proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, n := proxytest.EventID(r, body), proxytest.CallNumber(r)
+		if hook != nil && hook(id, n, w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ok":true,"id":%q,"n":%d}`, id, n)
+	})
 }
 
 // ---- the sender ----
@@ -158,7 +109,7 @@ func retryUntilOK(c *http.Client, url, body string, attempts int, within, pause 
 	return r, seen
 }
 
-// ---- `hookonce serve` as a process ----
+// ---- `hookonce serve` as a process (servetest) ----
 
 type serveOpts struct {
 	store    string   // --store
@@ -172,19 +123,9 @@ type serveOpts struct {
 	dir  string              // where the config file goes (default: a temp dir)
 }
 
-// proc is a running `hookonce serve`.
-type proc struct {
-	cmd   *exec.Cmd
-	URL   string // http://listen
-	Admin string // http://admin-listen
-
-	mu    sync.Mutex // guards lines
-	lines []string   // stderr, one entry a line
-	done  chan struct{}
-	err   error // Wait's, once done is closed
-}
-
-func (o serveOpts) command(t testing.TB, extra ...string) *exec.Cmd {
+// options is o as servetest runs it: the config in a file, a bare
+// environment, and a 2s drain.
+func (o serveOpts) options(t testing.TB) servetest.Options {
 	t.Helper()
 	dir := o.dir
 	if dir == "" {
@@ -194,171 +135,25 @@ func (o serveOpts) command(t testing.TB, extra ...string) *exec.Cmd {
 	if err := os.WriteFile(cfg, []byte(o.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json",
-		"--store", o.store, "--upstream", o.upstream, "--config", cfg, "--drain-timeout", "2s"}
-	args = append(args, extra...)
-	name := binary
-	if len(o.wrap) > 0 {
-		name, args = o.wrap[0], append(append(append([]string(nil), o.wrap[1:]...), binary), args...)
+	return servetest.Options{
+		Bin:  binary,
+		Args: []string{"--store", o.store, "--upstream", o.upstream, "--config", cfg, "--drain-timeout", "2s"},
+		Env:  append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, o.env...),
+		Wrap: o.wrap,
+		Cred: o.cred,
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"}, o.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: o.cred}
-	return cmd
 }
 
-// launch starts the process and collects its stderr; it does not wait.
-func launch(t testing.TB, o serveOpts) *proc {
+// launch starts `hookonce serve` and collects its stderr; it does not wait.
+func launch(t testing.TB, o serveOpts) *servetest.Server {
 	t.Helper()
-	p := &proc{cmd: o.command(t), done: make(chan struct{})}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.kill9(t) })
-	return p
+	return servetest.Launch(t, o.options(t))
 }
 
 // startServe launches `hookonce serve` and waits until it listens.
-func startServe(t testing.TB, o serveOpts) *proc {
+func startServe(t testing.TB, o serveOpts) *servetest.Server {
 	t.Helper()
-	p := launch(t, o)
-	admin := p.waitLog(t, "admin listener serving", 20*time.Second)
-	serving := p.waitLog(t, "hookonce serving", 20*time.Second)
-	p.Admin = "http://" + fmt.Sprint(admin["listen"])
-	p.URL = "http://" + fmt.Sprint(serving["listen"])
-	return p
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// find returns the first stderr line for which match holds.
-func (p *proc) find(match func(line string, l map[string]any) bool) (map[string]any, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, line := range p.lines {
-		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) != nil {
-			l = map[string]any{"msg": line}
-		}
-		if match(line, l) {
-			return l, true
-		}
-	}
-	return nil, false
-}
-
-// countLog counts the JSON log lines whose msg is msg.
-func (p *proc) countLog(msg string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, line := range p.lines {
-		var l struct{ Msg string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
-			n++
-		}
-	}
-	return n
-}
-
-func (p *proc) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitLog waits for a log line whose msg is msg (a JSON line's msg, or a
-// plain line as a whole), failing the test if the process exits first.
-func (p *proc) waitLog(t testing.TB, msg string, within time.Duration) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		l, ok := p.find(func(_ string, l map[string]any) bool { return l["msg"] == msg })
-		if ok {
-			return l
-		}
-		if p.exited() {
-			// The last lines may still be in the pipe: look once more.
-			if l, ok := p.find(func(_ string, l map[string]any) bool { return l["msg"] == msg }); ok {
-				return l
-			}
-			t.Fatalf("hookonce serve exited (%v) before logging %q:\n%s", p.err, msg, p.stderr())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line %q within %v:\n%s", msg, within, p.stderr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// kill9 kills the process with SIGKILL and waits for it; a no-op once it
-// has exited.
-func (p *proc) kill9(t testing.TB) {
-	t.Helper()
-	if p.exited() {
-		return
-	}
-	_ = syscall.Kill(p.pid(), syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("pid %d did not die of SIGKILL within 10s", p.pid())
-	}
-}
-
-// terminate stops the process with SIGTERM and fails the test unless it
-// exits 0 within 15s.
-func (p *proc) terminate(t testing.TB) {
-	t.Helper()
-	_ = syscall.Kill(p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Errorf("hookonce serve exited with %v after SIGTERM:\n%s", p.err, p.stderr())
-		}
-	case <-time.After(15 * time.Second):
-		t.Errorf("hookonce serve did not stop on SIGTERM within 15s")
-	}
-}
-
-// metrics scrapes the admin listener's /metrics.
-func (p *proc) metrics(t testing.TB) string {
-	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(p.Admin + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape metrics: %d %s", resp.StatusCode, b)
-	}
-	return string(b)
+	return servetest.Start(t, o.options(t))
 }
 
 // counter sums, in Prometheus text, the samples of name that carry every
@@ -394,30 +189,6 @@ func gathered(t testing.TB, g prometheus.Gatherer, name string, labels ...string
 }
 
 // ---- stores ----
-
-// openStore opens a store on dsn in the test process, to look at records.
-func openStore(t testing.TB, dsn string) dedupe.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var s dedupe.Store
-	var err error
-	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
-		s, err = sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"))
-	case strings.HasPrefix(dsn, "postgres://"):
-		s, err = postgres.Open(ctx, dsn)
-	case strings.HasPrefix(dsn, "redis://"):
-		s, err = redis.Open(ctx, dsn)
-	default:
-		t.Fatalf("openStore: unknown DSN %q", dsn)
-	}
-	if err != nil {
-		t.Fatalf("open store %s: %v", dsn, err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func getRecord(t testing.TB, s dedupe.Store, key string) (dedupe.Record, error) {
 	t.Helper()

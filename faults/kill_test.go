@@ -11,6 +11,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 )
 
 // killConfig: a 1s lease so that a dead process's claim is taken over
@@ -109,7 +110,7 @@ func killOnce(t *testing.T, dsn string, c killCase) {
 
 	// Kill exactly at the point.
 	if c.failpoint != "" {
-		first.waitLog(t, "hookonce: failpoint "+c.failpoint+" reached", 15*time.Second)
+		first.WaitLogWithin(t, "hookonce: failpoint "+c.failpoint+" reached", 15*time.Second)
 	} else {
 		select {
 		case <-arrived:
@@ -117,7 +118,7 @@ func killOnce(t *testing.T, dsn string, c killCase) {
 			t.Fatal("the delivery never reached the site")
 		}
 	}
-	first.kill9(t)
+	first.Kill9(t)
 	var firstReply reply
 	select {
 	case firstReply = <-sent:
@@ -127,10 +128,10 @@ func killOnce(t *testing.T, dsn string, c killCase) {
 	if firstReply.err == nil {
 		t.Errorf("the first delivery got an answer from a killed process: %s", firstReply)
 	}
-	if n := s.execs(id); n != c.execsAtKill {
+	if n := s.Executions(id); n != c.execsAtKill {
 		t.Errorf("executions at the kill = %d, want %d", n, c.execsAtKill)
 	}
-	store := openStore(t, dsn)
+	store := servetest.OpenStore(t, dsn)
 	if rec, err := getRecord(t, store, id); err != nil || rec.State != dedupe.StateProcessing || rec.Takeovers != 0 {
 		t.Errorf("record after the kill: state %q takeovers %d err %v; want the dead process's claim, processing", rec.State, rec.Takeovers, err)
 	}
@@ -149,12 +150,12 @@ func killOnce(t *testing.T, dsn string, c killCase) {
 	if !final.ok() || final.replayed {
 		t.Fatalf("retry after the restart: %s (before it: %s)", final, histogram(before))
 	}
-	execs := s.execs(id)
+	execs := s.Executions(id)
 	rec, err := getRecord(t, store, id)
 	if err != nil {
 		t.Fatalf("record after the retry: %v", err)
 	}
-	metrics := second.metrics(t)
+	metrics := second.Metrics(t)
 	takeovers := int(counter(metrics, "hookonce_requests_total", "outcome", "takeover"))
 	t.Logf("%s: executions %d (want %d), record %s takeovers %d (want %d), metric takeovers %d; first delivery: %s; retry took %v, refused before it: %s",
 		c.name, execs, c.execs, rec.State, rec.Takeovers, c.takeovers, takeovers, firstReply, took.Round(time.Millisecond), histogram(before))
@@ -170,10 +171,10 @@ func killOnce(t *testing.T, dsn string, c killCase) {
 	if extra := execs - 1; extra > takeovers {
 		t.Errorf("%d executions past the first, %d takeovers counted: a duplicate beyond the boundary", extra, takeovers)
 	}
-	if again := post(client, second.URL+"/hooks/shop", body); !again.ok() || !again.replayed || s.execs(id) != execs {
-		t.Errorf("a later delivery: %s, executions %d; want a replay", again, s.execs(id))
+	if again := post(client, second.URL+"/hooks/shop", body); !again.ok() || !again.replayed || s.Executions(id) != execs {
+		t.Errorf("a later delivery: %s, executions %d; want a replay", again, s.Executions(id))
 	}
-	second.terminate(t)
+	second.Terminate(t)
 	if isSQLite {
 		if got := integrityCheck(t, sqlitePath); got != "ok" {
 			t.Errorf("integrity_check after the restart: %s", got)

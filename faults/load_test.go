@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
+	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // loadConfig shapes a mixed load: new events from several senders at once,
@@ -133,7 +134,7 @@ func runLoad(t testing.TB, cfg loadConfig) <-chan loadResult {
 // sender's late retry would, each until a 2xx (bounded), and returns how
 // many of them the site ran again and how many records were missing
 // before (a database that forgot them).
-func lateDuplicates(t testing.TB, store dedupe.Store, s *site, url string, res loadResult) (reran, missing int) {
+func lateDuplicates(t testing.TB, store dedupe.Store, s *proxytest.Site, url string, res loadResult) (reran, missing int) {
 	t.Helper()
 	client := newClient(t, 30*time.Second)
 	ids := make([]string, 0, len(res.events))
@@ -150,14 +151,14 @@ func lateDuplicates(t testing.TB, store dedupe.Store, s *site, url string, res l
 			t.Fatalf("get %s: %v", id, err)
 		}
 	}
-	before := s.totalCalls()
+	before := s.Total()
 	for _, id := range ids {
 		e := res.events[id]
 		if r, seen := retryUntilOK(client, url, e.body, 20, 10*time.Second, 100*time.Millisecond); !r.ok() {
 			t.Errorf("late duplicate of %s: %s (before: %s)", id, r, histogram(seen))
 		}
 	}
-	return s.totalCalls() - before, missing
+	return s.Total() - before, missing
 }
 
 // runExpect is what a fault run must end with, written down before it
@@ -201,7 +202,7 @@ func (r runReport) String() string {
 
 // checkRun counts a finished run at the site and in the store, after the
 // leases have ended, and fails the test where it differs from exp.
-func checkRun(t testing.TB, store dedupe.Store, s *site, res loadResult, lease time.Duration, exp runExpect) runReport {
+func checkRun(t testing.TB, store dedupe.Store, s *proxytest.Site, res loadResult, lease time.Duration, exp runExpect) runReport {
 	t.Helper()
 	time.Sleep(lease + 200*time.Millisecond) // every lease a dead claim held has ended
 	rep := runReport{events: len(res.events), deliveries: res.deliveries, statuses: histogram(res.statuses)}
@@ -218,7 +219,7 @@ func checkRun(t testing.TB, store dedupe.Store, s *site, res loadResult, lease t
 	var problems []string
 	for _, id := range ids {
 		e := res.events[id]
-		calls := s.callTimes(id)
+		calls := s.Times(id)
 		rep.executions += len(calls)
 		rec, err := getRecord(t, store, id)
 		found := err == nil

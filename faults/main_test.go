@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/testenv"
 )
 
@@ -39,12 +38,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "hookonce")
-	build := exec.Command("go", "build", "-o", binary, "github.com/hookonce/hookonce")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("go build of hookonce: %v\n%s", err, out)
-	}
+	binary, buildErr = servetest.Build(dir, []string{"CGO_ENABLED=0"})
 	code := pgtest.Main(m) // closes the shared PostgreSQL after the tests
 	if code != 0 {
 		return code

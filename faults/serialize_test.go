@@ -57,12 +57,12 @@ func TestSerializeHolderKilled(t *testing.T) {
 		t.Fatalf("%q ran at the site while the order's first delivery was there", id)
 	case <-time.After(500 * time.Millisecond):
 	}
-	a.kill9(t)
+	a.Kill9(t)
 	killed := time.Now()
 	r := <-second
 	t.Logf("second delivery: %s after %v (%v after the kill)", r, time.Since(began).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
-	if !r.ok() || s.execs("second") != 1 {
-		t.Fatalf("second: %s, executions %d; want it run once after the dead holder's lease", r, s.execs("second"))
+	if !r.ok() || s.Executions("second") != 1 {
+		t.Fatalf("second: %s, executions %d; want it run once after the dead holder's lease", r, s.Executions("second"))
 	}
 	if waited := time.Since(killed); waited > 5*time.Second {
 		t.Errorf("the order stayed busy %v after its holder died (lease 1s)", waited)

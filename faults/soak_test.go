@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 )
 
 // soakConfig: as in the load runs.
@@ -73,7 +74,7 @@ func TestSoak(t *testing.T) {
 
 	s := newSite(t, answerOK(2*time.Millisecond))
 	p := startServe(t, serveOpts{store: dsn, upstream: s.URL, config: soakConfig})
-	store := openStore(t, dsn)
+	store := servetest.OpenStore(t, dsn)
 	stop := make(chan struct{})
 	var progress atomic.Int64
 	done := runLoad(t, loadConfig{
@@ -95,11 +96,11 @@ func TestSoak(t *testing.T) {
 		restarts int
 	)
 	take := func(began time.Time) {
-		m := p.metrics(t)
+		m := p.Metrics(t)
 		mu.Lock()
 		samples = append(samples, sample{
 			at: time.Since(began).Round(time.Second), deliveries: progress.Load(),
-			rssKB: vmRSS(t, strconv.Itoa(p.pid())), testRSSKB: vmRSS(t, "self"),
+			rssKB: vmRSS(t, strconv.Itoa(p.Pid())), testRSSKB: vmRSS(t, "self"),
 			goroutines: counter(m, "go_goroutines"), fds: counter(m, "process_open_fds"),
 			takeovers: counter(m, "hookonce_requests_total", "outcome", "takeover"),
 			refused:   counter(m, "hookonce_requests_total", "outcome", "store_error"),
@@ -130,7 +131,7 @@ func TestSoak(t *testing.T) {
 
 	reran, missing := lateDuplicates(t, store, s, p.URL+"/hooks/shop", res)
 	rep := checkRun(t, store, s, res, loadLease, runExpect{extraAllowed: takeoversOnly})
-	m := p.metrics(t)
+	m := p.Metrics(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak on %s for %v, %d database restarts (every %v):\n", kind, duration, restarts, every)
 	fmt.Fprintf(&b, "%s\n", rep)
@@ -153,7 +154,7 @@ func TestSoak(t *testing.T) {
 	if first, last := samples[0].goroutines, samples[len(samples)-1].goroutines; last > first+50 {
 		t.Errorf("goroutines grew from %v to %v over the soak", first, last)
 	}
-	p.terminate(t)
+	p.Terminate(t)
 }
 
 // vmRSS reads VmRSS (KiB) from /proc/<pid>/status.

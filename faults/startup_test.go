@@ -3,11 +3,9 @@ package faults_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 )
 
 // An unreadable or corrupt SQLite file at start: `hookonce serve` exits 1
@@ -122,10 +120,7 @@ func validDatabase(t *testing.T, path string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := servetest.OpenStore(t, "sqlite:"+path)
 	for _, k := range []string{"a", "b", "c"} {
 		if _, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "shop", Key: k, PayloadHash: "h", Owner: "o", Lease: time.Minute, TTL: time.Hour}); err != nil {
 			t.Fatal(err)
@@ -158,28 +153,13 @@ func writeBytes(t *testing.T, path string, b []byte) {
 // serves instead is killed and fails the test.
 func runToExit(t *testing.T, o serveOpts, within time.Duration) (int, string) {
 	t.Helper()
-	cmd := o.command(t)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	s := launch(t, o)
 	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), stderr.String()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, stderr.String()
+	case <-s.Done():
+		return s.ExitCode(), s.Stderr()
 	case <-time.After(within):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("serve did not exit within %v (it serves on a bad database?):\n%s", within, stderr.String())
+		s.Kill9(t)
+		t.Fatalf("serve did not exit within %v (it serves on a bad database?):\n%s", within, s.Stderr())
 		return 0, ""
 	}
 }
@@ -226,9 +206,9 @@ func TestServeOnACorruptDataPageFailsClosed(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("answers: %s; site calls %d (want %d)", histogram(statuses), s.totalCalls(), siteCalls)
-	if s.totalCalls() != siteCalls {
-		t.Errorf("the site ran %d times on a damaged store", s.totalCalls())
+	t.Logf("answers: %s; site calls %d (want %d)", histogram(statuses), s.Total(), siteCalls)
+	if s.Total() != siteCalls {
+		t.Errorf("the site ran %d times on a damaged store", s.Total())
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -248,5 +228,5 @@ func TestServeOnACorruptDataPageFailsClosed(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	p.terminate(t)
+	p.Terminate(t)
 }

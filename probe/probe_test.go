@@ -88,7 +88,7 @@ func TestProbePassesAgainstHookonce(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, slowSite)
+			site := proxytest.NewSite(t, slowSite)
 			px := proxytest.Start(t, store, site.URL, sandboxConfig)
 			cfg := probe.Config{Target: px.URL, Path: tc.path, Sender: tc.sender, KeyHeader: tc.keyHeader, Parallel: 8}
 			if tc.admin {
@@ -139,7 +139,7 @@ func TestProbePassesAgainstHookonce(t *testing.T) {
 }
 
 func TestProbeFailsAgainstPlainProxy(t *testing.T) {
-	site := proxytest.NewUpstream(t, slowSite)
+	site := proxytest.NewSite(t, slowSite)
 	u, _ := url.Parse(site.URL)
 	plain := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }})
 	t.Cleanup(plain.Close)
@@ -215,7 +215,7 @@ senders:
 `
 			}
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, slowSite)
+			site := proxytest.NewSite(t, slowSite)
 			px := proxytest.Start(t, store, site.URL, cfg)
 			res, out := runProbe(t, probe.Config{Target: px.URL + "/hooks/signed", Sender: "signed",
 				Scheme: tc.scheme, Secret: tc.secret, Parallel: 4})

@@ -23,7 +23,7 @@ func (unreadableAccepts) AcceptedConflict(context.Context, string, string, strin
 // never a plain forward, even under on_store_error: forward, and never
 // read as "not accepted". Counted at the site.
 func TestAcceptedPayloadsUnreadable(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, unreadableAccepts{newStore(t)}, site.URL, `
 senders:
   - name: open

@@ -148,7 +148,7 @@ func answerConflict(w http.ResponseWriter, s *contract.Sender) {
 		"this event id was already received with another payload; the original is kept")
 }
 
-func answerUpstreamError(w http.ResponseWriter, status int, detail string) {
+func answerSiteError(w http.ResponseWriter, status int, detail string) {
 	problem.Write(w, status, http.StatusText(status), detail)
 }
 

@@ -213,9 +213,9 @@ func (p bxPreset) config() string {
 
 // bxSite answers with p.succeed, except for events labelled fail-…,
 // whose first execution gets p.fail.
-func bxSite(t *testing.T, p bxPreset) *proxytest.Upstream {
-	var site *proxytest.Upstream
-	site = proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+func bxSite(t *testing.T, p bxPreset) *proxytest.Site {
+	var site *proxytest.Site
+	site = proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		label := r.Header.Get("X-Event-Id")
 		if strings.HasPrefix(label, "fail-") && site.Executions(label) == 1 {
 			p.fail(w)
@@ -354,7 +354,7 @@ func TestYooKassaAllowlistBehindProxy(t *testing.T) {
 
 	t.Run("trusted nginx", func(t *testing.T) {
 		store := newStore(t)
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		px := proxytest.Start(t, store, site.URL, "trusted_proxies: [127.0.0.1]\n"+sender)
 		const pay = "2e9a1f5c-000f-5000-9000-1b6c2d3e4f50"
 		// A forged delivery from outside YooKassa's networks.
@@ -386,7 +386,7 @@ func TestYooKassaAllowlistBehindProxy(t *testing.T) {
 	})
 	t.Run("untrusted peer", func(t *testing.T) {
 		store := newStore(t)
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		px := proxytest.Start(t, store, site.URL, sender)
 		if got := send(t, px.URL, "185.71.76.5", "p2", "payment.succeeded"); got.Status != http.StatusUnauthorized {
 			t.Fatalf("forwarded address from an untrusted peer: %d, want 401 (the peer 127.0.0.1 is judged)", got.Status)
@@ -397,8 +397,8 @@ func TestYooKassaAllowlistBehindProxy(t *testing.T) {
 	})
 	t.Run("success rule", func(t *testing.T) {
 		store := newStore(t)
-		var site *proxytest.Upstream
-		site = proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var site *proxytest.Site
+		site = proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			if site.Executions(r.Header.Get("X-Event-Id")) == 1 {
 				w.WriteHeader(http.StatusNotFound) // final by default, but not 2xx
 				return

@@ -21,7 +21,8 @@ func (d *delivery) claimLoop() {
 	accepted := false // moved to an accepted copy's key once
 	for {
 		d.owner = newOwner()
-		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL}
+		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL,
+			Fingerprint: d.fp, Fingerprinter: d.fingerprinter}
 		if s.StoreRequestBody {
 			// Kept for conflict diffs and operator redelivery: the site
 			// may check the signature headers, so they are kept too.
@@ -215,6 +216,14 @@ func (d *delivery) recordConflict(stored dedupe.Record, answeredDup bool) {
 			}
 			c.DiffKind, c.ChangedPaths = contract.ChangedBody(orig.Method, orig.Header, stored.RequestBody,
 				d.r.Method, d.r.Header, d.body)
+		}
+	}
+	if len(c.ChangedPaths) == 0 {
+		// No bodies kept, or nothing changed in them (a GET callback's
+		// fields are in its query): the fingerprints say which fields
+		// changed, query and body, by name.
+		if ch := d.changedFields(stored); len(ch) > 0 {
+			c.DiffKind, c.ChangedPaths = dedupe.DiffFields, ch
 		}
 	}
 	err := d.p.storeCall(d.r, d.s, "record_conflict", func(ctx context.Context) error {

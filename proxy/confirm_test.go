@@ -50,7 +50,7 @@ func TestLostCompletionNeedsAConfirmedRead(t *testing.T) {
 		t.Run(fmt.Sprint("confirm=", confirm), func(t *testing.T) {
 			store := &unconfirmedStore{Store: newStore(t)}
 			store.confirm.Store(confirm)
-			site := proxytest.NewUpstream(t, nil)
+			site := proxytest.NewSite(t, nil)
 			px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "lease: 3s", "lease: 1s", 1))
 			start := time.Now()
 			if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"ev"}`); r.Status != 200 {

@@ -154,7 +154,7 @@ func TestPresetSignaturesEndToEnd(t *testing.T) {
 			t.Setenv("CT_SECRET", p.current)
 			t.Setenv("CT_OLD_SECRET", p.old)
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, nil)
+			site := proxytest.NewSite(t, nil)
 			px := proxytest.Start(t, store, site.URL, p.config())
 			now := time.Now().Unix()
 
@@ -212,7 +212,7 @@ senders:
 
 func TestHashJSONIgnoreAndCompositeKey(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, ctShopConfig)
 	post := func(body string) proxytest.Reply {
 		return proxytest.Post(t, px.URL+"/api/webhooks/orders", body, "X-Event-Id", "order.paid")
@@ -244,7 +244,7 @@ func TestHashJSONIgnoreAndCompositeKey(t *testing.T) {
 
 func TestDuplicateStatusAnswer(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		io.WriteString(w, "queued as job 7")
 	})
@@ -270,7 +270,7 @@ senders:
 
 func TestFormKeyedSender(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, `
 senders:
   - name: s
@@ -311,7 +311,7 @@ senders:
 func TestShadowModeObservesOnly(t *testing.T) {
 	t.Setenv("CT_SECRET", "gh-current")
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, `
 senders:
   - name: s
@@ -358,7 +358,7 @@ func TestInProgressRejectWithSignature(t *testing.T) {
 	t.Setenv("CT_SECRET", "gh-current")
 	store := newStore(t)
 	release := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		io.WriteString(w, "ok")
 	})
@@ -394,7 +394,7 @@ senders:
 func TestAmbiguousHoldUntilReleased(t *testing.T) {
 	store := newStore(t)
 	var calls atomic.Int64
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			time.Sleep(700 * time.Millisecond) // past upstream_timeout: did it run?
 		}
@@ -439,7 +439,7 @@ senders:
 // listed address and be signed; either failing is 401 and no execution.
 func TestAllowlistAndSignatureTogether(t *testing.T) {
 	t.Setenv("CT_SECRET", "gh-current")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	conf := func(allow string) string {
 		return `
 senders:

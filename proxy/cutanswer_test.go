@@ -47,7 +47,7 @@ func TestAnswerCutByTimeout(t *testing.T) {
 		{"held, ambiguous: hold", 16, "hold", dedupe.StateUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			site := proxytest.NewUpstream(t, slowAnswer(tc.size, 40))
+			site := proxytest.NewSite(t, slowAnswer(tc.size, 40))
 			store := newStore(t)
 			px := proxytest.Start(t, store, site.URL, shopConfig+"    max_stored_body: 64KiB\n    ambiguous: "+tc.policy+"\n")
 			resp, err := http.Post(px.URL+"/hooks/shop", "application/json", strings.NewReader(`{"id":"cut"}`))

@@ -35,7 +35,7 @@ func noRecords(t *testing.T, store dedupe.Store) {
 // an empty 200 that the sender takes for "delivered" (trap 24).
 func TestBodyReadFailuresAreAnswered(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, "body_timeout: 300ms\n"+shopConfig)
 	addr := strings.TrimPrefix(px.URL, "http://")
 	for _, tt := range []struct {
@@ -67,7 +67,7 @@ func TestBodyReadFailuresAreAnswered(t *testing.T) {
 func TestShadowForwardsExactBytes(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string][32]byte{}
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got[r.Header.Get("X-Case")] = sha256.Sum256(b)
@@ -109,7 +109,7 @@ senders:
 // max_inflight bounds the requests held at once; past it: 503 + Retry-After.
 func TestMaxInflightRefusesPastTheBound(t *testing.T) {
 	release := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hooks/shop" {
 			<-release
 		}
@@ -163,7 +163,7 @@ func TestMaxInflightRefusesPastTheBound(t *testing.T) {
 func TestEmptyBodyForwardNeverResent(t *testing.T) {
 	store := newStore(t)
 	var seen atomic.Int64
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Drop") == "" {
 			_, _ = io.WriteString(w, "ok")
 			return
@@ -302,7 +302,7 @@ func (b *blipStore) Complete(ctx context.Context, sender, key, owner string, res
 // keeps the lease, and the answer is stored once the store is back.
 func TestCompleteOutlastsAStoreBlip(t *testing.T) {
 	store := &blipStore{Store: newStore(t), until: time.Now().Add(1500 * time.Millisecond)}
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig) // lease 3s
 	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"blip"}`); r.Status != 200 {
 		t.Fatalf("status %d", r.Status)
@@ -322,7 +322,7 @@ func TestCompleteOutlastsAStoreBlip(t *testing.T) {
 // Past the lease the answer is given up, logged and counted.
 func TestCompleteGivesUpAtTheLease(t *testing.T) {
 	store := &blipStore{Store: newStore(t), until: time.Now().Add(time.Hour)}
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "lease: 3s", "lease: 1s", 1))
 	start := time.Now()
 	proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"gone"}`)
@@ -364,7 +364,7 @@ func (r *raceStore) Complete(ctx context.Context, sender, key, owner string, res
 // anyone as one.
 func TestRenewAfterOwnCompleteIsNotALostClaim(t *testing.T) {
 	store := &raceStore{Store: newStore(t), renewing: make(chan struct{}), stored: make(chan struct{})}
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, strings.Replace(shopConfig, "lease: 3s", "lease: 1s", 1))
 	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"race"}`); r.Status != 200 {
 		t.Fatalf("status %d", r.Status)
@@ -396,7 +396,7 @@ func (c *claimCounter) Claim(ctx context.Context, r dedupe.ClaimRequest) (dedupe
 func TestReplayCacheHitsAreCounted(t *testing.T) {
 	under := &claimCounter{Store: newStore(t)}
 	store := cache.New(under, cache.Options{})
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"hot"}`); r.Status != 200 {
 		t.Fatalf("first: %d", r.Status)

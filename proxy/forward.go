@@ -153,10 +153,10 @@ func (d *delivery) forwardClaimed() {
 	}
 	began := time.Now()
 	p.capt.ServeHTTP(c, out)
-	d.upstreamTime = time.Since(began)
+	d.siteTime = time.Since(began)
 	p.failAt("answered")
-	p.m.observeUpstream(s.Name, d.upstreamTime)
-	d.upstreamStatus = c.status
+	p.m.observeSite(s.Name, d.siteTime)
+	d.siteStatus = c.status
 
 	err := c.failure()
 	if errors.Is(err, errLeaseLost) { // the transport's own check, before its write
@@ -215,7 +215,7 @@ func (d *delivery) forwardClaimed() {
 	case replySite:
 		writeCaptured(d.w, c)
 	case replyUnreachable:
-		answerUpstreamError(d.w, dec.status, "the site could not be reached; retry later")
+		answerSiteError(d.w, dec.status, "the site could not be reached; retry later")
 	case replyShutdown:
 		answerShuttingDown(d.w)
 	case replyAmbiguous:
@@ -230,6 +230,6 @@ func (d *delivery) forwardClaimed() {
 			what = "hookonce shut down while the site was handling the delivery"
 			retryAfter(d.w, 5*time.Second)
 		}
-		answerUpstreamError(d.w, dec.status, what+"; the handler may have run")
+		answerSiteError(d.w, dec.status, what+"; the handler may have run")
 	}
 }

@@ -82,10 +82,10 @@ func TestQuerylessRecordIsNotTheOldForm(t *testing.T) {
 
 // startRequestKeyed runs a sender keyed on $_REQUEST's InvId, as Robokassa
 // calls back, by GET or POST, before a counting site.
-func startRequestKeyed(t *testing.T) (dedupe.Store, *proxytest.Upstream, *httptest.Server) {
+func startRequestKeyed(t *testing.T) (dedupe.Store, *proxytest.Site, *httptest.Server) {
 	t.Helper()
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.StartProxy(t, store, site.URL, `
 senders:
   - name: rk

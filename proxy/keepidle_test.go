@@ -19,7 +19,7 @@ import (
 )
 
 // countConns counts the connections a site's server accepts: pass the
-// function to proxytest.NewUpstreamWith.
+// function to proxytest.NewSiteWith.
 func countConns() (*atomic.Int64, func(*http.Server)) {
 	n := new(atomic.Int64)
 	return n, func(s *http.Server) {
@@ -52,7 +52,7 @@ func TestKeptConnections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var closeAsked atomic.Int64
 			conns, counting := countConns()
-			site := proxytest.NewUpstreamWith(t, func(w http.ResponseWriter, r *http.Request) {
+			site := proxytest.NewSiteWith(t, func(w http.ResponseWriter, r *http.Request) {
 				if r.Close {
 					closeAsked.Add(1)
 				}
@@ -187,7 +187,7 @@ func TestKeptConnectionAgeBound(t *testing.T) {
 // answered as ambiguous (the claim released) and the retry runs it. No
 // event runs twice, every event runs once.
 func TestKeptConnectionClosedUnderTheWrite(t *testing.T) {
-	site := proxytest.NewUpstreamWith(t, nil, func(s *http.Server) { s.IdleTimeout = 5 * time.Millisecond })
+	site := proxytest.NewSiteWith(t, nil, func(s *http.Server) { s.IdleTimeout = 5 * time.Millisecond })
 	store := newStore(t)
 	cfg := shopConfig + "    in_progress: reject\n"
 	ins := []*proxytest.Instance{proxytest.Start(t, store, site.URL, cfg), proxytest.Start(t, store, site.URL, cfg)}

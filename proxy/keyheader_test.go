@@ -42,7 +42,7 @@ senders:
     key: [ { body: id } ]
     forward_key_header: X-Hook-Key
 `
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, cfg)
 	forged := []string{"Idempotency-Key", "forged", "Idempotency_Key", "forged-too", "X-Hook-Key", "forged", "X_Hook_Key", "forged"}
 	for _, c := range []struct {
@@ -90,7 +90,7 @@ senders:
 // TestClientKeyHeaderStoreDown: on_store_error: forward sends the
 // delivery on with hookonce's key, not the client's.
 func TestClientKeyHeaderStoreDown(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	store := newStore(t)
 	px := proxytest.Start(t, store, site.URL, `
 senders:

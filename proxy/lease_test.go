@@ -46,7 +46,7 @@ senders:
     key: [ { header: X-Event-Id } ]
     lease: 600ms
 `
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	shared := newStore(t)
 	paused := &frozenStore{Store: shared}
 	wake := make(chan struct{})
@@ -106,7 +106,7 @@ senders:
 // Paused for less than its lease, a replica forwards as usual: the check
 // costs a renewal only when the lease is nearly gone.
 func TestShortPauseStillForwards(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	store := newStore(t)
 	c, err := contract.Parse([]byte(`
 senders:
@@ -141,7 +141,7 @@ senders:
 // record's, and the operator can tell it from a stored one.
 func TestAnswerNotStoredIsLoggedAsSuch(t *testing.T) {
 	release := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Slow") != "" {
 			<-release
 		}
@@ -191,7 +191,7 @@ senders:
 // Forwards that take no claim but know the event's key (shadow mode,
 // on_store_error: forward) carry Idempotency-Key like a claimed one.
 func TestShadowForwardsCarryTheKey(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: shop

@@ -31,7 +31,7 @@ senders:
 // the handler once the site is back.
 func TestEventThatNeverCompleted(t *testing.T) {
 	var up atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -131,7 +131,7 @@ func TestEventThatNeverCompleted(t *testing.T) {
 }
 
 func TestRedeliverRefusals(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
 	store := newStore(t)
 	px := proxytest.Start(t, store, site.URL, lostConfig+`
   - name: nobody
@@ -155,7 +155,7 @@ func TestRedeliverRefusals(t *testing.T) {
 // retry on the other; the handler runs once.
 func TestRedeliveryRacingALateRetry(t *testing.T) {
 	var up atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusBadGateway)
 			return

@@ -92,7 +92,7 @@ func TestHugeAnswerIsStreamedNotHeld(t *testing.T) {
 	for i := range chunk {
 		chunk[i] = byte('a' + i%26)
 	}
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		for sent := 0; sent < size; sent += len(chunk) {
 			if _, err := w.Write(chunk); err != nil {
@@ -140,7 +140,7 @@ func TestHugeAnswerIsStreamedNotHeld(t *testing.T) {
 // more memory than max_inflight × max_body: the rest are refused at once.
 func TestSlowLargeSendersAreBounded(t *testing.T) {
 	const senders, bodySize, limit = 300, 1<<20 - 1, 64
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, fmt.Sprintf(`
 max_inflight: %d
 max_body: 1MiB
@@ -230,7 +230,7 @@ senders:
 // webhook 503 for body_timeout, renewably.)
 func TestIdleSocketsDoNotStarveSenders(t *testing.T) {
 	const idle = 300 // past the default max_inflight (256)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: shop
@@ -279,7 +279,7 @@ func fromAddr(i int) *net.Dialer {
 // served meanwhile, its handler run once.
 func TestOnePeerHoldsOnlyItsShare(t *testing.T) {
 	const sockets, limit = 64, 16 // budget 16 MiB; one address: 4 MiB
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, fmt.Sprintf(`
 max_inflight: %d
 max_body: 1MiB

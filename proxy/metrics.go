@@ -45,12 +45,12 @@ const (
 
 type metrics struct {
 	requests *prometheus.CounterVec
-	upstream *prometheus.HistogramVec
-	// upstreamMax is the longest time at the site since start, by sender:
+	siteTime *prometheus.HistogramVec
+	// siteTimeMax is the longest time at the site since start, by sender:
 	// the histogram keeps no maximum, and the overview's percentiles are
 	// capped at it (an estimate from the buckets alone reaches the
 	// bucket's bound, above every delivery in it).
-	upstreamMax *prometheus.GaugeVec
+	siteTimeMax *prometheus.GaugeVec
 	maxMu       sync.Mutex
 	maxSeen     map[string]time.Duration // guarded by maxMu
 	store       *prometheus.HistogramVec
@@ -76,12 +76,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_requests_total",
 			Help: "Webhook deliveries by sender and decision outcome.",
 		}, []string{"sender", "outcome"}),
-		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		siteTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookonce_upstream_duration_seconds",
 			Help:    "Time the site took to answer a forwarded webhook delivery.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"sender"}),
-		upstreamMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		siteTimeMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookonce_upstream_duration_max_seconds",
 			Help: "The longest time the site took to answer a forwarded webhook delivery since this process started.",
 		}, []string{"sender"}),
@@ -122,20 +122,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.upstream, m.upstreamMax, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
+		reg.MustRegister(m.requests, m.siteTime, m.siteTimeMax, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
 	}
 	return m
 }
 
-// observeUpstream records the time the site took for one of sender's
+// observeSite records the time the site took for one of sender's
 // deliveries.
-func (m *metrics) observeUpstream(sender string, d time.Duration) {
-	m.upstream.WithLabelValues(sender).Observe(d.Seconds())
+func (m *metrics) observeSite(sender string, d time.Duration) {
+	m.siteTime.WithLabelValues(sender).Observe(d.Seconds())
 	m.maxMu.Lock()
 	defer m.maxMu.Unlock()
 	if d > m.maxSeen[sender] {
 		m.maxSeen[sender] = d
-		m.upstreamMax.WithLabelValues(sender).Set(d.Seconds())
+		m.siteTimeMax.WithLabelValues(sender).Set(d.Seconds())
 	}
 }
 

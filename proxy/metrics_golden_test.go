@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // deliveries, against testdata/metrics/decisions.txt (go test -update
 // rewrites it). Durations are left out: they vary run to run.
 func TestMetricsGolden(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("X-Event-Id"), "fail") {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

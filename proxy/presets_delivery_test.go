@@ -75,7 +75,7 @@ func TestShopifyTopicsOfOneAction(t *testing.T) {
 func TestStripeTwoAPIVersionsOneURL(t *testing.T) {
 	t.Setenv("STRIPE_OLD_ENDPOINT", "whsec_old_endpoint")
 	t.Setenv("STRIPE_NEW_ENDPOINT", "whsec_new_endpoint")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: stripe
@@ -173,7 +173,7 @@ func TestRetryAfterA404ReachesTheSite(t *testing.T) {
 				t.Setenv("PRESET_SECRET", secret)
 				var mu sync.Mutex
 				calls := 0
-				site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 					mu.Lock()
 					calls++
 					n := calls

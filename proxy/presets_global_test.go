@@ -51,7 +51,7 @@ func paddleSig(secret string, at time.Time, body string) string {
 func TestPaddleThroughProxy(t *testing.T) {
 	t.Setenv("PADDLE_SECRET", globalSecret)
 	var notFound atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if notFound.Load() {
 			http.NotFound(w, r)
 			return
@@ -140,7 +140,7 @@ senders:
 // paid one is never swallowed), and posts about one payment run one at a
 // time.
 func TestMollieThroughProxy(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(40 * time.Millisecond) // the handler fetches the payment from Mollie
 		w.WriteHeader(http.StatusOK)
 	})
@@ -200,7 +200,7 @@ func TestPayPalThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failing atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
@@ -295,7 +295,7 @@ func TestYandexPayThroughProxy(t *testing.T) {
 	if err := os.WriteFile(jwksFile, []byte(jwks), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"success"}`)
 	})

@@ -32,8 +32,8 @@ func concurrently(n int, fn func(i int)) {
 
 // slowSite answers 200 "ok" after work, so deliveries that are let
 // through together overlap at the site (Peak tells).
-func slowSite(t *testing.T, work time.Duration) *proxytest.Upstream {
-	return proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+func slowSite(t *testing.T, work time.Duration) *proxytest.Site {
+	return proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(work)
 		io.WriteString(w, "ok")
 	})
@@ -41,9 +41,9 @@ func slowSite(t *testing.T, work time.Duration) *proxytest.Upstream {
 
 // startPreset starts hookonce with one sender name of preset on
 // /hooks/<preset>, signing with secret, before a counting site.
-func startPreset(t *testing.T, name, preset, secret string) (*proxytest.Upstream, *proxytest.Instance) {
+func startPreset(t *testing.T, name, preset, secret string) (*proxytest.Site, *proxytest.Instance) {
 	t.Setenv("PRESET_SECRET", secret)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, "senders:\n  - name: "+name+"\n    preset: "+preset+
 		"\n    match: { path: /hooks/"+preset+" }\n    signature: { secret_env: PRESET_SECRET }\n")
 	return site, px
@@ -61,7 +61,7 @@ func startPreset(t *testing.T, name, preset, secret string) (*proxytest.Upstream
 func TestRBSRefunds(t *testing.T) {
 	const secret = "rbs-callback-key"
 	t.Setenv("BX_SECRET", secret)
-	start := func(t *testing.T, store dedupe.Store, site *proxytest.Upstream, extra string) *proxytest.Instance {
+	start := func(t *testing.T, store dedupe.Store, site *proxytest.Site, extra string) *proxytest.Instance {
 		return proxytest.Start(t, store, site.URL, "senders:\n  - name: s\n    preset: rbs\n    match: { path: /rbs/callback.php }\n"+
 			"    signature: { secret_env: BX_SECRET }\n"+extra)
 	}
@@ -81,7 +81,7 @@ func TestRBSRefunds(t *testing.T) {
 	}
 
 	t.Run("optional parameters name each refund", func(t *testing.T) {
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 		px := start(t, newStore(t), site, "")
 		for _, method := range []string{"GET", "POST"} {
 			order := "md-opt-" + method
@@ -109,7 +109,7 @@ func TestRBSRefunds(t *testing.T) {
 	})
 
 	t.Run("basic parameters only reach the site every time", func(t *testing.T) {
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 		store := newStore(t)
 		px := start(t, store, site, "")
 		for _, method := range []string{"GET", "POST"} {
@@ -182,7 +182,7 @@ func TestBitrix24SameSecondBothRun(t *testing.T) {
 	}
 	const cfg = "senders:\n  - name: s\n    preset: bitrix24\n    match: { path: /b24/handler.php }\n    signature: { secret_env: BX_SECRET }\n"
 	t.Run("one after the other", func(t *testing.T) {
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		px := proxytest.Start(t, newStore(t), site.URL, cfg)
 		for i, access := range []string{"s6p6eclrvim6da22", "k2q9dmw0pq1xza7b"} {
 			if got := send(t, px, access); got.Status != 200 || got.Replayed() || site.Executions("deal-759") != i+1 {
@@ -214,7 +214,7 @@ func TestBitrix24SameSecondBothRun(t *testing.T) {
 func TestGitHubTwoHooksOneURL(t *testing.T) {
 	t.Setenv("GH_REPO_SECRET", "repo-hook-secret")
 	t.Setenv("GH_APP_SECRET", "app-secret")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: gh
@@ -312,7 +312,7 @@ func TestStripeRetryWithOtherPendingWebhooks(t *testing.T) {
 func TestYooKassaSuccessIsExactly200(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		calls++
 		n := calls
@@ -367,7 +367,7 @@ func TestChangedPayloadPolicies(t *testing.T) {
 		{"changed_payload: new_event", 200, false, 2},
 	} {
 		t.Run(tt.policy, func(t *testing.T) {
-			site := proxytest.NewUpstream(t, nil)
+			site := proxytest.NewSite(t, nil)
 			px := proxytest.Start(t, newStore(t), site.URL, "senders:\n  - name: s\n    match: { path: /hook }\n    key: [ { body: id } ]\n    "+tt.policy+"\n")
 			if got := proxytest.Post(t, px.URL+"/hook", `{"id":"e1","v":1}`); got.Status != 200 || site.Executions("e1") != 1 {
 				t.Fatalf("first: %d executions %d", got.Status, site.Executions("e1"))
@@ -425,7 +425,7 @@ senders:
 		}
 	})
 	t.Run("no_dedupe shapes", func(t *testing.T) {
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: s
@@ -456,7 +456,7 @@ senders:
 // its answer: one run, no 409 and no 422.
 func TestShopifySecondCopyWhileTheFirstRuns(t *testing.T) {
 	t.Setenv("PRESET_SECRET", "shpss_current")
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(300 * time.Millisecond)
 		io.WriteString(w, `{"saved":true}`)
 	})

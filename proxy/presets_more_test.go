@@ -150,7 +150,7 @@ func TestMorePresetsThroughProxy(t *testing.T) {
 		},
 	}
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, moreSite)
+	site := proxytest.NewSite(t, moreSite)
 	px := proxytest.Start(t, store, site.URL, moreConfig)
 	send := func(d delivery, event string) proxytest.Reply {
 		return bxSend(t, http.MethodPost, px.URL+d.path, d.ctype, d.body, append([]string{"X-Event-Id", event}, d.header...)...)
@@ -212,7 +212,7 @@ func TestPayKeeperFailedAnswerIsRetried(t *testing.T) {
 	t.Setenv("MORE_SECRET", moreSecret)
 	var mu sync.Mutex
 	fail := true
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if fail {

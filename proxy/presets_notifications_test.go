@@ -96,7 +96,7 @@ func TestPresetCallbacksByGETAndPOST(t *testing.T) {
 		t.Run(tc.preset, func(t *testing.T) {
 			t.Setenv("BX_SECRET", tc.secret)
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { tc.ok(r, w) })
+			site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { tc.ok(r, w) })
 			px := proxytest.Start(t, store, site.URL, "senders:\n  - name: s\n    preset: "+tc.preset+
 				"\n    match: { path: /bitrix/tools/sale_ps_result.php }\n    signature: { secret_env: BX_SECRET }\n")
 			const path = "/bitrix/tools/sale_ps_result.php"
@@ -148,7 +148,7 @@ func TestPartialRefundsAreEvents(t *testing.T) {
 	t.Run("tbank", func(t *testing.T) {
 		t.Setenv("BX_SECRET", "tb-terminal-password")
 		store := newStore(t)
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "OK") })
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "OK") })
 		px := proxytest.Start(t, store, site.URL, "senders:\n  - name: s\n    preset: tbank\n    match: { path: /tbank/notify.php }\n    signature: { secret_env: BX_SECRET }\n")
 		note := func(status string, amount int) string {
 			return tbankJSON("tb-terminal-password", map[string]any{"TerminalKey": "1700000000DEMO", "OrderId": "ord-1", "Success": true,
@@ -199,7 +199,7 @@ func TestUnkeyedProviderMessagesReachTheSite(t *testing.T) {
 		const secret = "8f742231b10e8888abcd99yyyzzz85a5"
 		t.Setenv("BX_SECRET", secret)
 		store := newStore(t)
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			var v struct {
 				Challenge string `json:"challenge"`
 			}
@@ -235,7 +235,7 @@ func TestUnkeyedProviderMessagesReachTheSite(t *testing.T) {
 	t.Run("bitrix24 ONAPPINSTALL", func(t *testing.T) {
 		t.Setenv("BX_SECRET", "b24-application-token")
 		store := newStore(t)
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		px := proxytest.Start(t, store, site.URL, "senders:\n  - name: s\n    preset: bitrix24\n    match: { path: /b24/handler.php }\n    signature: { secret_env: BX_SECRET }\n")
 		send := func(label, event, token string) proxytest.Reply {
 			f := url.Values{"event": {event}, "data[VERSION]": {"1"}, "data[ACTIVE]": {"Y"}, "data[INSTALLED]": {"Y"}, "data[LANGUAGE_ID]": {"ru"},
@@ -278,7 +278,7 @@ func TestCloudPaymentsEveryActionOnTheBitrixRecipe(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"code":0}`) })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"code":0}`) })
 	px := proxytest.Start(t, store, site.URL, string(cfg))
 	send := func(action, label string, f url.Values) proxytest.Reply {
 		body := f.Encode()

@@ -27,7 +27,7 @@ import (
 func TestRBSBindingCallbacks(t *testing.T) {
 	const secret = "rbs-callback-key"
 	t.Setenv("BX_SECRET", secret)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	px := proxytest.Start(t, newStore(t), site.URL, "senders:\n  - name: s\n    preset: rbs\n    match: { path: /rbs/callback.php }\n"+
 		"    signature: { secret_env: BX_SECRET }\n")
 	send := func(method, label string, p map[string]string) proxytest.Reply {
@@ -81,7 +81,7 @@ func TestRBSBindingCallbacks(t *testing.T) {
 // handler runs once and PayKeeper's repeat is replayed.
 func TestPayKeeperOptionalFieldsAndSum(t *testing.T) {
 	t.Setenv("MORE_SECRET", moreSecret)
-	site := proxytest.NewUpstream(t, moreSite)
+	site := proxytest.NewSite(t, moreSite)
 	px := proxytest.Start(t, newStore(t), site.URL, moreConfig)
 	// Signed as PayKeeper signs: id, the sum with two decimals, clientid
 	// and orderid as sent (nothing when absent), the secret word.
@@ -130,7 +130,7 @@ func TestPayKeeperOptionalFieldsAndSum(t *testing.T) {
 // replayed.
 func TestCDEKOtherTypes(t *testing.T) {
 	t.Setenv("MORE_SECRET", moreSecret)
-	site := proxytest.NewUpstream(t, moreSite)
+	site := proxytest.NewSite(t, moreSite)
 	px := proxytest.Start(t, newStore(t), site.URL, moreConfig)
 	event := func(typ, at, attrs string) string {
 		return `{"type":"` + typ + `","date_time":"` + at + `","uuid":"72753031-a","attributes":` + attrs + `}`
@@ -169,7 +169,7 @@ func TestCDEKOtherTypes(t *testing.T) {
 // refused; a signed delivery is forwarded as before.
 func TestWooCommercePing(t *testing.T) {
 	t.Setenv("MORE_SECRET", moreSecret)
-	site := proxytest.NewUpstream(t, moreSite)
+	site := proxytest.NewSite(t, moreSite)
 	px := proxytest.Start(t, newStore(t), site.URL, moreConfig)
 	sig := func(secret, body string) string {
 		m := hmac.New(sha256.New, []byte(secret))

@@ -68,6 +68,12 @@ type Options struct {
 // Proxy is the sidecar's request handler.
 type Proxy struct {
 	contract atomic.Pointer[contract.Contract]
+	// rulesTags are the senders' RulesTag in force, by name: the
+	// readiness counters carry them (traffic.go).
+	rulesTags atomic.Pointer[map[string]string]
+	// fpKey is the install's fingerprint key (fingerprint.go); nil until
+	// the store gave it.
+	fpKey    atomic.Pointer[[]byte]
 	store    dedupe.Store
 	log      *slog.Logger
 	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
@@ -175,6 +181,7 @@ func New(o Options) (*Proxy, error) {
 	p.traffic = newTrafficCounter(o.Store, p.log, every)
 	p.abortCtx, p.abort = context.WithCancel(context.Background())
 	p.SetContract(o.Contract)
+	p.loadFingerprintKey()
 	return p, nil
 }
 
@@ -191,6 +198,11 @@ func (p *Proxy) SetContract(c *contract.Contract) {
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedForwarded)
 		p.m.unmatched.WithLabelValues(rt.Path, UnmatchedRefused)
 	}
+	tags := make(map[string]string, len(c.Senders))
+	for _, s := range c.Senders {
+		tags[s.Name] = s.RulesTag()
+	}
+	p.rulesTags.Store(&tags)
 	p.contract.Store(c)
 }
 
@@ -218,34 +230,6 @@ func (p *Proxy) Close(ctx context.Context) error {
 		o.CloseIdle()
 	}
 	return err
-}
-
-// ServeHTTP implements http.Handler. It finds the route of the path the
-// site will run (a sender's path in any spelling PHP and nginx accept);
-// requests on paths no sender names are streamed to the site untouched.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := p.contract.Load()
-	path, rt, err := c.Locate(r.URL.EscapedPath())
-	if err != nil {
-		// No site runs such a path, or hookonce cannot tell whether it
-		// reaches a sender's script: refuse it rather than guess.
-		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
-		answerBadPath(w, err)
-		return
-	}
-	if rt == nil {
-		p.pass.ServeHTTP(w, r)
-		return
-	}
-	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
-	// A method no sender accepts is answered unread (405, or forwarded),
-	// unless the route forwards it and a signed sender's delivery could
-	// be resent under it: then it is judged as any request is.
-	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
-		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
-		return
-	}
-	d.serve()
 }
 
 func newOwner() string {

@@ -71,7 +71,7 @@ senders:
 
 func TestMissingKeyAndOversize(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 
 	tests := []struct {
@@ -104,7 +104,7 @@ func TestMissingKeyAndOversize(t *testing.T) {
 // A chunked body (no Content-Length) over the limit is refused the same way.
 func TestOversizeChunked(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	pr, pw := io.Pipe()
 	go func() {
@@ -127,7 +127,7 @@ func TestOversizeChunked(t *testing.T) {
 
 func TestUpstream422IsStoredAndReplayed(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		io.WriteString(w, "unknown product")
 	})
@@ -147,7 +147,7 @@ func TestRetryableAnswersFreeTheClaim(t *testing.T) {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			store := newStore(t)
 			var calls atomic.Int64
-			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) == 1 {
 					w.WriteHeader(status)
 					return
@@ -194,7 +194,7 @@ func TestUpstreamTimeoutAmbiguous(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			store := newStore(t)
 			var calls atomic.Int64
-			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) == 1 {
 					time.Sleep(800 * time.Millisecond)
 				}
@@ -233,7 +233,7 @@ func TestUpstreamTimeoutAmbiguous(t *testing.T) {
 func TestInProgressReject(t *testing.T) {
 	store := newStore(t)
 	release := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		io.WriteString(w, "ok")
 	})
@@ -258,7 +258,7 @@ func TestInProgressReject(t *testing.T) {
 // A slow site keeps its claim past the lease: the heartbeat renews it.
 func TestHeartbeatKeepsSlowSiteClaim(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(1500 * time.Millisecond)
 		io.WriteString(w, "ok")
 	})
@@ -279,7 +279,7 @@ func TestHeartbeatKeepsSlowSiteClaim(t *testing.T) {
 func TestNoSilentResendOnDroppedConnection(t *testing.T) {
 	store := newStore(t)
 	var seen atomic.Int64
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Drop") == "" {
 			io.WriteString(w, "ok") // warms a kept-alive connection
 			return
@@ -314,7 +314,7 @@ func TestNoSilentResendOnDroppedConnection(t *testing.T) {
 func TestSenderHangupDoesNotAbortSite(t *testing.T) {
 	store := newStore(t)
 	finished := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(500 * time.Millisecond):
 		case <-r.Context().Done():
@@ -351,7 +351,7 @@ func TestSenderHangupDoesNotAbortSite(t *testing.T) {
 
 func TestForwardedHeaders(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"h1"}`, "X-Forwarded-For", "6.6.6.6")
 	h := site.LastHeader("h1")
@@ -367,7 +367,7 @@ func TestPassThroughUntouched(t *testing.T) {
 	store := newStore(t)
 	var got int64
 	var mu sync.Mutex
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut {
 			n, _ := io.Copy(io.Discard, r.Body)
 			mu.Lock()
@@ -426,7 +426,7 @@ func TestPassThroughUntouched(t *testing.T) {
 // Store down: fail closed with 503 + Retry-After; the site sees nothing.
 func TestStoreDownFailsClosed(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	store.Close()
 	got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"down"}`)
@@ -437,7 +437,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 
 func TestStoreDownFailOpenWhenAsked(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig+"    on_store_error: forward\n")
 	store.Close()
 	got := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"open"}`)
@@ -454,7 +454,7 @@ func TestStoreDownFailOpenWhenAsked(t *testing.T) {
 func TestTruncatedStoredAnswer(t *testing.T) {
 	store := newStore(t)
 	big := strings.Repeat("z", 4096)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })
 	px := proxytest.Start(t, store, site.URL, shopConfig+"    max_stored_body: 1KiB\n")
 	first := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"big"}`)
 	again := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"big"}`)
@@ -479,7 +479,7 @@ func TestCloseAbortsDeliveriesAtTheSite(t *testing.T) {
 	}{{"release", dedupe.StateReleased}, {"hold", dedupe.StateUnknown}} {
 		t.Run(tt.ambiguous, func(t *testing.T) {
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 				select {
 				case <-r.Context().Done():
 				case <-time.After(5 * time.Second):
@@ -530,7 +530,7 @@ func rawRequest(t *testing.T, addr, raw string) *http.Response {
 
 func TestOversizeContentLengthRefusedBeforeBody(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	addr := strings.TrimPrefix(px.URL, "http://")
 	resp := rawRequest(t, addr, "POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"id\":")
@@ -553,7 +553,7 @@ func TestTrustedProxyKeepsForwardedChain(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t)
-			site := proxytest.NewUpstream(t, nil)
+			site := proxytest.NewSite(t, nil)
 			px := proxytest.Start(t, store, site.URL, tt.trusted+shopConfig)
 			proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"xff"}`, "X-Forwarded-For", "203.0.113.7", "X-Forwarded-Proto", "https")
 			h := site.LastHeader("xff")
@@ -585,7 +585,7 @@ func (l *lostReply) Complete(ctx context.Context, sender, key, owner string, res
 
 func TestCompleteReplyLostIsNotReportedAsLost(t *testing.T) {
 	store := &lostReply{Store: newStore(t)}
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, shopConfig)
 	first := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"lost"}`)
 	again := proxytest.Post(t, px.URL+"/hooks/shop", `{"id":"lost"}`)

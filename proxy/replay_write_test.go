@@ -41,7 +41,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // to its connection (one packet for a small answer), from the replay
 // cache or the store alike; and the site ran once.
 func TestReplayOneWrite(t *testing.T) {
-	up := proxytest.NewUpstream(t, nil)
+	up := proxytest.NewSite(t, nil)
 	in := proxytest.Start(t, newStore(t), up.URL, shopConfig)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -32,7 +32,7 @@ func TestSerializeOneOrderAtATime(t *testing.T) {
 func TestSerializeWaitBounded(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Event-Id") == "first" {
 			<-release
 		}
@@ -97,7 +97,7 @@ senders:
 // as an unreadable event key is; an absent one runs unserialized, logged
 // with object_err and counted.
 func TestSerializeUnreadableObjectRefused(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	store := newStore(t)
 	px := proxytest.Start(t, store, site.URL, `
 senders:
@@ -139,7 +139,7 @@ senders:
 // amoCRM's and Bitrix24's way): serialize is all that keeps two of them
 // about one order apart, so an unreadable order key is refused there too.
 func TestSerializeUnreadableObjectRefusedWithoutDedupe(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: crm
@@ -159,7 +159,7 @@ senders:
 // names a JSON path) holds no order at all: the delivery runs, unserialized
 // and counted, rather than being refused where the site would take it.
 func TestSerializeKeyInABodyOfAnotherKind(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	px := proxytest.Start(t, newStore(t), site.URL, `
 senders:
   - name: shop

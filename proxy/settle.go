@@ -97,13 +97,13 @@ func (d *delivery) storedByUs() (bool, error) {
 		return false, err
 	}
 	return rec.State == dedupe.StateDone && rec.PayloadHash == d.hash &&
-		rec.Response != nil && rec.Response.Status == d.upstreamStatus, nil
+		rec.Response != nil && rec.Response.Status == d.siteStatus, nil
 }
 
 // attempt describes this delivery's turn at the site, as the record keeps it.
 func (d *delivery) attempt(outcome string, status int) dedupe.Attempt {
 	return dedupe.Attempt{At: d.start, By: d.by, Outcome: outcome, Status: status,
-		Duration: d.upstreamTime, Replica: d.p.replica, Wait: d.objectWait}
+		Duration: d.siteTime, Replica: d.p.replica, Wait: d.objectWait}
 }
 
 func (d *delivery) release(att dedupe.Attempt) {

@@ -31,7 +31,7 @@ func webhookLines(t *testing.T, logs string) []map[string]any {
 // got (a changed payload) are WARN too; a processed delivery stays INFO.
 func TestSiteFailuresAndRefusalsAreLoggedAtWarn(t *testing.T) {
 	fail := true
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if fail && r.Header.Get("X-Event-Id") != "good" {
 			http.Error(w, "PHP Fatal error", http.StatusInternalServerError)
 			return

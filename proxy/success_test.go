@@ -25,7 +25,7 @@ func TestSuccessReadFromTheAnswer(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var runs atomic.Int32
-			site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				if runs.Add(1) == 1 {
 					_, _ = io.WriteString(w, tt.fail) // a lock timeout: nothing applied
@@ -73,7 +73,7 @@ senders:
 
 // Without a success rule every final status is stored, as before.
 func TestNoSuccessRuleStoresFinalAnswers(t *testing.T) {
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {})
 	store := newStore(t)
 	px := proxytest.Start(t, store, site.URL, `
 senders:

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,8 @@ const maxTrafficPending = 4096
 type trafficID struct {
 	day                           int64
 	sender, path, outcome, detail string
+	rules                         string       // the sender's rules tag (a shared string)
+	from                          netip.Prefix // the source network; invalid for none
 	status                        int
 }
 
@@ -76,20 +79,23 @@ func newTrafficCounter(store dedupe.Store, log *slog.Logger, every time.Duration
 	return t
 }
 
-// note counts one delivery's decision (as done counts it).
-func (t *trafficCounter) note(sender, path, outcome string, status int, detail string, atSite time.Duration) {
+// note counts one delivery's decision (as done counts it): the counter's
+// detail is made of the rules tag, the source network and the shape
+// (dedupe.TrafficDetail), as a string only when the counter is new, so
+// that counting a delivery of a known counter allocates nothing.
+func (t *trafficCounter) note(sender, path, outcome string, status int, rules string, from netip.Prefix, shape string, atSite time.Duration) {
 	if t.rec == nil {
 		return
 	}
 	day := dedupe.TrafficDay(t.now())
-	id := trafficID{day: day.Unix(), sender: sender, path: path, outcome: outcome, detail: detail, status: status}
+	id := trafficID{day: day.Unix(), sender: sender, path: path, outcome: outcome, detail: shape, rules: rules, from: from, status: status}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.pending[id]
-	if c == nil && dedupe.TrafficCapped(detail) {
+	if c == nil && (dedupe.TrafficCapped(shape) || rules != "" || from.IsValid()) {
 		g := trafficGroup{day: id.day, sender: sender, path: path, outcome: outcome}
 		if t.shapes[g] >= dedupe.MaxTrafficShapes {
-			id.detail = dedupe.TrafficOtherDetail
+			id.detail, id.rules, id.from = dedupe.TrafficOtherDetail, "", netip.Prefix{}
 			c = t.pending[id]
 		} else if len(t.pending) < maxTrafficPending {
 			t.shapes[g]++
@@ -100,7 +106,15 @@ func (t *trafficCounter) note(sender, path, outcome string, status int, detail s
 			t.dropped++
 			return
 		}
-		c = &dedupe.TrafficCount{Day: day, Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: id.detail}
+		detail := id.detail
+		if id.detail != dedupe.TrafficOtherDetail {
+			net := ""
+			if id.from.IsValid() {
+				net = id.from.String()
+			}
+			detail = dedupe.TrafficDetail(id.rules, net, id.detail)
+		}
+		c = &dedupe.TrafficCount{Day: day, Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: detail}
 		t.pending[id] = c
 	}
 	c.N++
@@ -143,16 +157,32 @@ func (t *trafficCounter) close() {
 // shape (contract.Shape: names, never values), so the report can say what
 // it looked like.
 func (d *delivery) noteTraffic(outcome string, status int) {
-	sender, detail := "", ""
-	if d.s != nil {
-		sender = d.s.Name
-	}
+	sender, shape, rules := "", "", ""
+	var from netip.Prefix
 	switch strings.TrimPrefix(outcome, "would_") {
 	case OutcomeUnmatched, OutcomeMissingKey:
-		detail = d.r.Method // the body was not read
+		shape = d.r.Method // the body was not read
 		if d.req != nil {
-			detail = d.req.Shape().String()
+			shape = d.req.Shape().String()
+		}
+	case OutcomeProcessed, OutcomeDuplicate, OutcomeRejectedSignature, OutcomeConflict:
+		// Where good deliveries, bad signatures and changed payloads come
+		// from: the report tells a stranger from a wrong secret, and a
+		// tampering from the provider's own resend, by it.
+		if d.req != nil {
+			from = dedupe.SourceNetwork(d.req.Client)
 		}
 	}
-	d.p.traffic.note(sender, d.rt.Path, outcome, status, detail, d.upstreamTime)
+	if d.s != nil {
+		sender, rules = d.s.Name, d.p.rulesTag(d.s.Name)
+	}
+	d.p.traffic.note(sender, d.rt.Path, outcome, status, rules, from, shape, d.siteTime)
+}
+
+// rulesTag is the tag of the sender's rules in force (SetContract).
+func (p *Proxy) rulesTag(sender string) string {
+	if m := p.rulesTags.Load(); m != nil {
+		return (*m)[sender]
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,9 +28,9 @@ func TestTrafficBatchFoldsShapes(t *testing.T) {
 	tc := newTrafficCounter(s, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
 	const flood = 2 * maxTrafficPending
 	for i := range flood {
-		tc.note("", "/p", OutcomeUnmatched, 0, fmt.Sprintf("POST; form: junk%d", i), 0)
+		tc.note("", "/p", OutcomeUnmatched, 0, "", netip.Prefix{}, fmt.Sprintf("POST; form: junk%d", i), 0)
 	}
-	tc.note("shop", "/p", OutcomeProcessed, 200, "", time.Millisecond)
+	tc.note("shop", "/p", OutcomeProcessed, 200, "", netip.Prefix{}, "", time.Millisecond)
 	tc.mu.Lock()
 	pending, dropped := len(tc.pending), tc.dropped
 	tc.mu.Unlock()

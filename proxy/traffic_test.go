@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -53,7 +54,7 @@ func waitTraffic(t *testing.T, s dedupe.Store, want func(map[string]dedupe.Traff
 func TestTrafficCounted(t *testing.T) {
 	t.Setenv("TR_SECRET", "s3cret")
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, trafficYAML)
 	forged := proxytest.Post(t, px.Server.URL+"/hooks/github", `{"id":"f1","zen":"hi"}`,
 		"X-GitHub-Delivery", "d-1", "X-GitHub-Event", "ping", "X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
@@ -75,9 +76,19 @@ func TestTrafficCounted(t *testing.T) {
 			t.Errorf("counter %s = %+v, want n %d status %d", k, c, want[0], want[1])
 		}
 	}
-	shape := m["shop|missing_key"].Detail
+	rules, _, shape := dedupe.ParseTrafficDetail(m["shop|missing_key"].Detail)
 	if shape != "POST; json: email,order" {
 		t.Errorf("keyless shape %q, want its method and field names", shape)
+	}
+	// Each sender's counter carries the tag of its rules; a good delivery
+	// and a bad signature their source network.
+	if want := mustParse(t, trafficYAML).Senders[1].RulesTag(); rules != want || len(rules) != 8 {
+		t.Errorf("keyless counter's rules tag %q, want %q", rules, want)
+	}
+	for _, k := range []string{"shop|processed", "gh|would_rejected_signature"} {
+		if _, from, _ := dedupe.ParseTrafficDetail(m[k].Detail); from != "127.0.0.0/24" {
+			t.Errorf("counter %s comes from %q, want 127.0.0.0/24", k, from)
+		}
 	}
 	if strings.Contains(shape, "buyer@") || strings.Contains(shape, "o2") {
 		t.Errorf("the shape %q holds a value", shape)
@@ -98,7 +109,7 @@ func (failingTraffic) AddTraffic(context.Context, []dedupe.TrafficCount) error {
 // failing, deliveries are answered and run once, and the loss is logged.
 func TestTrafficFailureLosesNoDelivery(t *testing.T) {
 	t.Setenv("TR_SECRET", "s3cret")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, failingTraffic{newStore(t)}, site.URL, trafficYAML)
 	for range 3 {
 		if r := proxytest.Post(t, px.Server.URL+"/hooks/shop", `{"id":"o1"}`); r.Status != 200 {
@@ -121,7 +132,7 @@ func TestTrafficFailureLosesNoDelivery(t *testing.T) {
 // not read for them.
 func TestTrafficShapes(t *testing.T) {
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	t.Setenv("TR_SECRET", "s3cret")
 	px := proxytest.Start(t, store, site.URL, trafficYAML)
 	many := make([]string, 30)
@@ -139,7 +150,8 @@ func TestTrafficShapes(t *testing.T) {
 		shapes = shapes[:0]
 		for _, c := range cs {
 			if c.Outcome == "missing_key" {
-				shapes = append(shapes, c.Detail)
+				_, _, shape := dedupe.ParseTrafficDetail(c.Detail)
+				shapes = append(shapes, shape)
 			}
 		}
 	}
@@ -165,7 +177,7 @@ senders:
     key: [ { body: id } ]
 `
 	store := newStore(t)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, cfg)
 	const flood = 3 * dedupe.MaxTrafficShapes
 	start := time.Now()
@@ -237,4 +249,13 @@ senders:
 	if !strings.Contains(px.Logs.String(), `"unmatched_since_last_line":1`) {
 		t.Errorf("the first unmatched line does not say how many it stands for:\n%.2000s", px.Logs.String())
 	}
+}
+
+func mustParse(t *testing.T, yaml string) *contract.Contract {
+	t.Helper()
+	c, err := contract.Parse([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

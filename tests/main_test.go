@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -35,10 +32,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "hookonce")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	binary, err = servetest.Build(dir, nil, "-race")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "build hookonce: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -63,98 +59,16 @@ func hookonce(t *testing.T, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-// server is a running `hookonce serve`.
-type server struct {
-	cmd  *exec.Cmd
-	addr string
-	mu   sync.Mutex // guards logs
-	logs []map[string]any
-	exit chan error
-}
-
-func (s *server) waitLog(t *testing.T, msg string) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		s.mu.Lock()
-		for _, l := range s.logs {
-			if l["msg"] == msg {
-				s.mu.Unlock()
-				return l
-			}
-		}
-		s.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no log line %q in time", msg)
-	return nil
-}
-
-func (s *server) countLog(msg string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range s.logs {
-		if l["msg"] == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// terminate sends SIGTERM and fails the test unless serve exits cleanly
-// within 10s.
-func (s *server) terminate(t *testing.T) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.exit:
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
-}
-
-func startServe(t *testing.T, args ...string) *server {
+func startServe(t *testing.T, args ...string) *servetest.Server {
 	t.Helper()
 	return startServeAs(t, binary, nil, args...)
 }
 
 // startServeAs is startServe running the binary bin as cred's user (nil:
 // this process's).
-func startServeAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) *server {
+func startServeAs(t *testing.T, bin string, cred *syscall.Credential, args ...string) *servetest.Server {
 	t.Helper()
-	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"}, args...)
-	s := &server{cmd: unprivileged.As(exec.Command(bin, args...), cred), exit: make(chan error, 1)}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var l map[string]any
-			if json.Unmarshal(sc.Bytes(), &l) != nil {
-				l = map[string]any{"msg": sc.Text()}
-			}
-			s.mu.Lock()
-			s.logs = append(s.logs, l)
-			s.mu.Unlock()
-		}
-		s.exit <- s.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-	})
-	s.addr = s.waitLog(t, "hookonce serving")["listen"].(string)
-	return s
+	return servetest.Start(t, servetest.Options{Bin: bin, Cred: cred, Args: args})
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -210,11 +124,11 @@ func TestExitCodes(t *testing.T) {
 
 func TestSIGHUPReload(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"))
-	base := "http://" + s.addr
+	base := s.URL
 
 	proxytest.Post(t, base+"/hooks/crm", `{"id":"c1"}`)
 	proxytest.Post(t, base+"/hooks/crm", `{"id":"c1"}`)
@@ -222,23 +136,23 @@ func TestSIGHUPReload(t *testing.T) {
 		t.Fatalf("before reload /hooks/crm is not guarded: want 2 executions, got %d", n)
 	}
 	writeFile(t, cfg, e2eConfig+"  - name: crm\n    match: { path: /hooks/crm }\n    key: [ { body: id } ]\n")
-	_ = s.cmd.Process.Signal(syscall.SIGHUP)
-	s.waitLog(t, "config reloaded")
+	_ = s.Signal(syscall.SIGHUP)
+	s.WaitLog(t, "config reloaded")
 	proxytest.Post(t, base+"/hooks/crm", `{"id":"c2"}`)
 	if r := proxytest.Post(t, base+"/hooks/crm", `{"id":"c2"}`); !r.Replayed() || site.Executions("c2") != 1 {
 		t.Fatalf("after reload: replayed=%v executions=%d", r.Replayed(), site.Executions("c2"))
 	}
 
 	writeFile(t, cfg, "senders: [ { name: BAD } ]\n")
-	_ = s.cmd.Process.Signal(syscall.SIGHUP)
-	l := s.waitLog(t, "config reload refused; the previous rules stay in force")
+	_ = s.Signal(syscall.SIGHUP)
+	l := s.WaitLog(t, "config reload refused; the previous rules stay in force")
 	if !strings.Contains(fmt.Sprint(l["problems"]), cfg) {
 		t.Fatalf("refusal does not name the file: %v", l)
 	}
 	if r := proxytest.Post(t, base+"/hooks/crm", `{"id":"c2"}`); !r.Replayed() {
 		t.Fatalf("the old rules were dropped by a refused reload: %d", r.Status)
 	}
-	if n := s.countLog("config reloaded"); n != 1 {
+	if n := s.CountLog("config reloaded"); n != 1 {
 		t.Fatalf("reloaded %d times, want 1", n)
 	}
 }
@@ -248,7 +162,7 @@ func TestSIGHUPReload(t *testing.T) {
 // sender's retry will run the handler.
 func TestSIGTERMAbortsAndReleases(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):
@@ -261,7 +175,7 @@ func TestSIGTERMAbortsAndReleases(t *testing.T) {
 
 	got := make(chan int, 1)
 	go func() {
-		resp, err := http.Post("http://"+s.addr+"/hooks/shop", "application/json", strings.NewReader(`{"id":"stuck"}`))
+		resp, err := http.Post(s.URL+"/hooks/shop", "application/json", strings.NewReader(`{"id":"stuck"}`))
 		if err != nil {
 			got <- 0
 			return
@@ -274,9 +188,9 @@ func TestSIGTERMAbortsAndReleases(t *testing.T) {
 	for site.Executions("stuck") == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.Signal(syscall.SIGTERM)
 	select {
-	case <-s.exit:
+	case <-s.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
@@ -541,7 +542,7 @@ func exportedSeries(t *testing.T) map[string]dto.MetricType {
 		t.Fatal(err)
 	}
 	p, err := proxy.New(proxy.Options{Upstream: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}, Contract: c,
-		Store: openSQLite(t, filepath.Join(dir, "described.db")), Registerer: reg})
+		Store: servetest.OpenStore(t, "sqlite:"+filepath.Join(dir, "described.db")), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,12 +604,12 @@ func scrapeServe(t *testing.T) string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"))
-	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
-	proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"metrics-1"}`)
+	admin := s.Admin
+	proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"metrics-1"}`)
 	status, body := httpGet(t, admin+"/metrics", "")
-	s.terminate(t)
+	s.Terminate(t)
 	if status != 200 {
 		t.Fatalf("GET /metrics: %d %s", status, body)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,13 +18,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -189,12 +187,8 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 	})
 
 	t.Run("Probe", func(t *testing.T) {
-		store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		store := servetest.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "hookonce.db"))
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(50 * time.Millisecond)
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(time.Now().Format(time.RFC3339Nano)))
@@ -243,7 +237,7 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 	t.Run("ServeThenProbeWithAdmin", func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []string // event ids in the order the site first saw them
-		site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			id := proxytest.EventID(r, body)
 			mu.Lock()
@@ -255,29 +249,17 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 			fmt.Fprintf(w, `{"order":"created","event":%q,"at":%d}`, id, time.Now().UnixNano())
 		})
 		dir := t.TempDir()
-		listen, admin := freeAddr(t), freeAddr(t)
-		serve := exec.Command(bin, "serve", "--listen", listen, "--upstream", site.URL,
-			"--config", "deploy/compose/hookonce.yaml", "--store", "sqlite:"+filepath.Join(dir, "hookonce.db"),
-			"--admin-listen", admin, "--admin-token", "probe-token", "--drain-timeout", "2s")
-		var logs bytes.Buffer
-		serve.Stdout, serve.Stderr = &logs, &logs
-		if err := serve.Start(); err != nil {
-			t.Fatal(err)
-		}
-		stopped := false
-		t.Cleanup(func() {
-			if !stopped {
-				_ = serve.Process.Kill()
-				_ = serve.Wait()
-			}
-		})
+		serve := servetest.Start(t, servetest.Options{Bin: bin, Args: []string{"--upstream", site.URL,
+			"--config", "deploy/compose/hookonce.yaml", "--store", "sqlite:" + filepath.Join(dir, "hookonce.db"),
+			"--admin-token", "probe-token", "--drain-timeout", "2s"}})
+		listen, admin := serve.Addr, serve.AdminAddr
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			if _, code := runBin(t, bin, "health", "--url", "http://"+admin+"/readyz", "--timeout", "1s"); code == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("serve did not become ready:\n%s", logs.String())
+				t.Fatalf("serve did not become ready:\n%s", serve.Stderr())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -310,24 +292,8 @@ func TestBinaryBuiltLikeTheDockerfile(t *testing.T) {
 			t.Errorf("list after the probe: exit %d\n%s", code, out)
 		}
 
-		if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		stopped = true
-		if err := serve.Wait(); err != nil {
-			t.Errorf("serve after SIGTERM: %v\n%s", err, logs.String())
-		}
+		serve.Terminate(t)
 	})
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // configMapData is the hookonce.yaml inside the Kubernetes ConfigMap.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/view"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -137,11 +138,11 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 
 	t.Run("serve creates and migrates the store", func(t *testing.T) {
 		path := filepath.Join(dir, "served.db")
-		s := startServe(t, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", "sqlite:"+path)
+		s := startServe(t, "--upstream", proxytest.NewSite(t, nil).URL, "--store", "sqlite:"+path)
 		if out, errOut, code := hookonce(t, "list", "--json", "--store", "sqlite:"+path); code != 0 || strings.TrimSpace(out) != "[]" {
 			t.Fatalf("list beside serve: exit %d %q %q", code, out, errOut)
 		}
-		s.terminate(t)
+		s.Terminate(t)
 	})
 }
 
@@ -158,7 +159,7 @@ func TestReadOnlyCommandsOnAReadOnlyStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := unprivileged.Dir(t, nil)
 			path := filepath.Join(dir, "h.db")
-			s := openSQLite(t, path)
+			s := servetest.OpenStore(t, "sqlite:"+path)
 			seedStore(t, s)
 			if !open {
 				s.Close()
@@ -194,7 +195,7 @@ func TestReadOnlyCommandsOnAFullDisk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "h.db")
-			s := openSQLite(t, path)
+			s := servetest.OpenStore(t, "sqlite:"+path)
 			seedStore(t, s)
 			if !open {
 				s.Close()

@@ -14,17 +14,18 @@ import (
 
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/internal/testkit/redistest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/unprivileged"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // startProbing starts serve on store with a fast write probe and waits
 // until it is ready; it returns serve and its admin base URL.
-func startProbing(t *testing.T, bin string, cred *syscall.Credential, store string) (*server, string) {
+func startProbing(t *testing.T, bin string, cred *syscall.Credential, store string) (*servetest.Server, string) {
 	t.Helper()
-	s := startServeAs(t, bin, cred, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", store,
+	s := startServeAs(t, bin, cred, "--upstream", proxytest.NewSite(t, nil).URL, "--store", store,
 		"--admin-write-probe-interval", "100ms")
-	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	admin := s.Admin
 	waitReady(t, admin, 200)
 	return s, admin
 }
@@ -56,7 +57,7 @@ func waitReady(t *testing.T, admin string, want int, contains ...string) {
 // modes), and no room left to write (RLIMIT_FSIZE 0 set on the running
 // serve process: every write to a file fails, as on a full disk).
 func TestReadyzWhenTheStoreCannotWrite(t *testing.T) {
-	start := func(t *testing.T, cred *syscall.Credential) (*server, string, string) {
+	start := func(t *testing.T, cred *syscall.Credential) (*servetest.Server, string, string) {
 		t.Helper()
 		bin := unprivileged.Runnable(t, cred, binary)
 		dir := unprivileged.Dir(t, cred)
@@ -76,14 +77,14 @@ func TestReadyzWhenTheStoreCannotWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady(t, admin, 200)
-		s.terminate(t)
+		s.Terminate(t)
 	})
 
 	t.Run("no room to write", func(t *testing.T) {
 		// As this process's user, which may set the limits of its own
 		// processes.
 		s, admin, _ := start(t, nil)
-		pid := s.cmd.Process.Pid
+		pid := s.Pid()
 		var was unix.Rlimit
 		if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 0, Max: unix.RLIM_INFINITY}, &was); err != nil {
 			t.Fatalf("prlimit: %v", err)
@@ -93,7 +94,7 @@ func TestReadyzWhenTheStoreCannotWrite(t *testing.T) {
 			t.Fatalf("prlimit: %v", err)
 		}
 		waitReady(t, admin, 200)
-		s.terminate(t)
+		s.Terminate(t)
 	})
 }
 
@@ -132,7 +133,7 @@ func TestReadyzWhenASharedStoreCannotWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady(t, admin, 200)
-		s.terminate(t)
+		s.Terminate(t)
 	})
 
 	t.Run("redis", func(t *testing.T) {
@@ -146,6 +147,6 @@ func TestReadyzWhenASharedStoreCannotWrite(t *testing.T) {
 		waitReady(t, admin, 503, "unreachable")
 		srv.Start(t)
 		waitReady(t, admin, 200)
-		s.terminate(t)
+		s.Terminate(t)
 	})
 }

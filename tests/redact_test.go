@@ -100,27 +100,25 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	}
 
 	// serve on live stores with a password in the DSN, which then go away.
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(t.TempDir(), "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	live := func(t *testing.T, dsn string, stop func(), secrets ...string) {
 		t.Helper()
 		s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", dsn, "--admin-write-probe-interval", "100ms")
-		admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
-		if r := proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"before"}`); r.Status != 200 {
+		admin := s.Admin
+		if r := proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"before"}`); r.Status != 200 {
 			t.Fatalf("delivery with the store up: %d", r.Status)
 		}
 		stop()
-		if r := proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"after"}`); r.Status != 503 {
+		if r := proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"after"}`); r.Status != 503 {
 			t.Fatalf("delivery with the store gone: %d, want 503", r.Status)
 		}
 		waitReady(t, admin, 503)
 		_, body := httpGet(t, admin+"/readyz", "")
 		noSecret(t, "/readyz", body, secrets...)
-		s.terminate(t)
-		s.mu.Lock()
-		logs, _ := json.Marshal(s.logs)
-		s.mu.Unlock()
+		s.Terminate(t)
+		logs, _ := json.Marshal(s.Logs())
 		if !strings.Contains(string(logs), "xxxxx") || !strings.Contains(string(logs), `"outcome":"store_error"`) {
 			t.Errorf("serve's logs lack the redacted DSN or the store error:\n%s", logs)
 		}

@@ -20,7 +20,7 @@ import (
 // on reload refuses the reload, and the secret in force stays.
 func TestSIGHUPRereadsTheEnvFile(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, `
 senders:
@@ -34,7 +34,7 @@ senders:
 	t.Setenv("GH_TEST_SECRET", "old-secret") // what systemd put in the environment at start
 	t.Setenv("HOOKONCE_ENV_FILE", envFile)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"))
-	base := "http://" + s.addr
+	base := s.URL
 
 	deliver := func(id, secret string) int {
 		t.Helper()
@@ -52,8 +52,8 @@ senders:
 	}
 
 	writeFile(t, envFile, "# secrets\nGH_TEST_SECRET=new-secret\n")
-	_ = s.cmd.Process.Signal(syscall.SIGHUP)
-	s.waitLog(t, "config reloaded")
+	_ = s.Signal(syscall.SIGHUP)
+	s.WaitLog(t, "config reloaded")
 	if got := deliver("d3", "new-secret"); got != http.StatusOK {
 		t.Fatalf("signed with the new secret after the reload: %d, want 200", got)
 	}
@@ -62,8 +62,8 @@ senders:
 	}
 
 	writeFile(t, envFile, "GH_TEST_SECRET=x\nnot a line\n")
-	_ = s.cmd.Process.Signal(syscall.SIGHUP)
-	l := s.waitLog(t, "config reload refused; the previous rules stay in force")
+	_ = s.Signal(syscall.SIGHUP)
+	l := s.WaitLog(t, "config reload refused; the previous rules stay in force")
 	if p, _ := l["problems"].(string); p == "" || !strings.Contains(p, envFile+":2") || strings.Contains(p, "GH_TEST_SECRET=x") {
 		t.Fatalf("the refusal should name the file's line and no value: %v", l)
 	}
@@ -75,5 +75,5 @@ senders:
 			t.Errorf("the site ran %s %d times, want %d", id, n, want)
 		}
 	}
-	s.terminate(t)
+	s.Terminate(t)
 }

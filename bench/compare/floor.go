@@ -113,7 +113,7 @@ func readSample(ctx context.Context, pool *pgxpool.Pool, sender, key string, lea
 // postgres.NewEventStatements documents; pgxArgs passes them as the store
 // does.
 func (s eventSample) first(sender, key, owner string) []any {
-	return []any{sender, key, s.hash, owner, s.lease.Microseconds(), s.ttl.Microseconds(), s.reqBody, s.reqHead}
+	return []any{sender, key, s.hash, owner, s.lease.Microseconds(), s.ttl.Microseconds(), s.reqBody, s.reqHead, []byte(nil)}
 }
 
 func (s eventSample) complete(sender, key, owner string) []any {

@@ -37,3 +37,12 @@ func (c *Store) TrafficTotals(ctx context.Context, since time.Time) ([]dedupe.Tr
 	}
 	return nil, fmt.Errorf("traffic totals: the wrapped store %T: %w", c.Store, dedupe.ErrNoTraffic)
 }
+
+// FingerprintKey passes the call on to the wrapped store (never cached
+// here: the proxy reads it once).
+func (c *Store) FingerprintKey(ctx context.Context) ([]byte, error) {
+	if k, ok := c.Store.(dedupe.FingerprintKeyer); ok {
+		return k.FingerprintKey(ctx)
+	}
+	return nil, fmt.Errorf("fingerprint key: the wrapped store %T: %w", c.Store, dedupe.ErrNotFound)
+}

@@ -148,6 +148,7 @@ func RunConformance(t *testing.T, newStore NewStore) {
 		{"AcceptConflictOnce", testAcceptConflictOnce},
 		{"AcceptOncePerPayload", testAcceptOncePerPayload},
 		{"KeyPart", testKeyPart},
+		{"FingerprintKept", testFingerprintKept},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

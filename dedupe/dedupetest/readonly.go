@@ -55,6 +55,23 @@ func RunReadOnly(t *testing.T, rw dedupe.Store, openRO OpenReadOnly) {
 		}
 	})
 
+	t.Run("reads the fingerprint key, makes none", func(t *testing.T) {
+		rok, ok := ro.(dedupe.FingerprintKeyer)
+		if !ok {
+			t.Fatalf("%T keeps no fingerprint key", ro)
+		}
+		if k, err := rok.FingerprintKey(ctxT(t)); err != nil && !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatalf("FingerprintKey before one was made = %x, %v", k, err)
+		}
+		want, err := rw.(dedupe.FingerprintKeyer).FingerprintKey(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rok.FingerprintKey(ctxT(t)); err != nil || string(got) != string(want) {
+			t.Fatalf("read-only FingerprintKey = %x, %v; want the key the store made, %x", got, err, want)
+		}
+	})
+
 	t.Run("sees later writes", func(t *testing.T) {
 		if err := rw.Complete(ctxT(t), sender, "busy", busy, dedupe.Response{Status: 202, Body: []byte("later")}, att("complete")); err != nil {
 			t.Fatalf("Complete: %v", err)

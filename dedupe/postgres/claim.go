@@ -57,10 +57,10 @@ WHERE r.sender = $1::text AND r.key = $2::text`
 // goes: it starts with no attempts, released or not.
 var claimSQL = `
 INSERT INTO hookonce_records AS r
-	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
+	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head, fingerprint)
 SELECT $1::text, $2::text, 'processing', $3::text, $4::text,
 	n.t + $5::bigint * interval '1 microsecond', n.t,
-	n.t + $6::bigint * interval '1 microsecond', $7::bytea, $8::jsonb
+	n.t + $6::bigint * interval '1 microsecond', $7::bytea, $8::jsonb, $9::bytea
 FROM (SELECT clock_timestamp() AS t) n
 ON CONFLICT (sender, key) DO UPDATE SET
 	state = 'processing',
@@ -75,6 +75,7 @@ ON CONFLICT (sender, key) DO UPDATE SET
 	resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
 	request_body = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END,
 	request_head = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_head ELSE r.request_head END,
+	fingerprint = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.fingerprint ELSE r.fingerprint END,
 	attempts = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.attempts ELSE r.attempts END
 WHERE ` + newCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
 RETURNING ` + recordCols
@@ -118,9 +119,10 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", op, err)
 	}
+	req.ClaimFingerprint()
 	if !s.solo {
 		args := []any{req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head}
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint}
 		it, err := s.first(ctx, args)
 		switch {
 		case err == nil && it.won:
@@ -145,7 +147,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 			return dedupe.ClaimResult{}, fail(op, err)
 		}
 		args := []any{req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head}
+			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint}
 		err = errSolo
 		if !s.solo {
 			rec, err = s.claim(ctx, args)

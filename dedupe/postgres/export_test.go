@@ -25,7 +25,7 @@ func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimReques
 	items := make([]*claimItem, len(reqs))
 	for i, req := range reqs {
 		items[i] = &claimItem{ctx: ctxs[i], done: make(chan struct{}), args: []any{req.Sender, req.Key,
-			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, nil}}
+			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, nil, req.Fingerprint}}
 	}
 	s.enqueue(items...)
 	recs := make([]dedupe.Record, len(reqs))

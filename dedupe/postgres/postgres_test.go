@@ -135,6 +135,10 @@ func (p twoPools) Ping(ctx context.Context) error  { return p.pick().Ping(ctx) }
 func (p twoPools) Probe(ctx context.Context) error { return p.pick().Probe(ctx) }
 func (p twoPools) Close() error                    { return nil } // closed by the test
 
+func (p twoPools) FingerprintKey(ctx context.Context) ([]byte, error) {
+	return p.pick().(dedupe.FingerprintKeyer).FingerprintKey(ctx)
+}
+
 func (p twoPools) locker() dedupe.ObjectLocker { return p.pick().(dedupe.ObjectLocker) }
 
 func (p twoPools) LockObject(ctx context.Context, sc, o, own string, l time.Duration) (bool, error) {

@@ -15,7 +15,7 @@ import (
 const recordCols = `sender, key, state, payload_hash, COALESCE(owner, ''), lease_until,
 	received_at, completed_at, expires_at, hits, takeovers,
 	resp_status, resp_headers, resp_body, resp_truncated, request_body,
-	request_head, attempts`
+	request_head, attempts, fingerprint`
 
 // attemptJSON is one element of the attempts column. Times keep every digit
 // Go gives them (RFC 3339 with nanoseconds), durations are whole
@@ -80,12 +80,12 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 		lease, completed   *time.Time
 		status             *int32
 		headers, body, req []byte
-		head, attempts     []byte
+		head, attempts, fp []byte
 		truncated          bool
 	)
 	dest := append(extra, &r.Sender, &r.Key, &state, &r.PayloadHash, &r.Owner, &lease,
 		&r.ReceivedAt, &completed, &r.ExpiresAt, &r.Hits, &r.Takeovers,
-		&status, &headers, &body, &truncated, &req, &head, &attempts)
+		&status, &headers, &body, &truncated, &req, &head, &attempts, &fp)
 	if err := row.Scan(dest...); err != nil {
 		return dedupe.Record{}, err
 	}
@@ -96,7 +96,7 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 	if completed != nil {
 		r.CompletedAt = *completed
 	}
-	r.RequestBody = req
+	r.RequestBody, r.Fingerprint = req, fp
 	if head != nil {
 		var h requestHeadJSON
 		if err := json.Unmarshal(head, &h); err != nil {

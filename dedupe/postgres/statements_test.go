@@ -19,7 +19,7 @@ func TestNewEventStatements(t *testing.T) {
 	first, complete := postgres.NewEventStatements()
 	head := []byte(`{"method":"POST","uri":"/hooks/shop","header":{"X-Event-Id":["e1"]}}`)
 	rows, err := s.Pool().Query(ctx, first, "shop", "e1", "hash", "owner-1",
-		(30 * time.Second).Microseconds(), (72 * time.Hour).Microseconds(), []byte(`{"a":1}`), head)
+		(30 * time.Second).Microseconds(), (72 * time.Hour).Microseconds(), []byte(`{"a":1}`), head, []byte(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
 // first is a delivery's first try (firstSQL), which claims a key that is
 // not there: $1 sender, $2 key, $3 payload hash, $4 owner, $5 lease and
 // $6 ttl in microseconds, $7 the request body (bytea), $8 the request
-// head (JSON, or NULL). It answers a row of two booleans (inserted,
+// head (JSON, or NULL), $9 the fingerprint (bytea, or NULL). It answers a row of two booleans (inserted,
 // claimable) and the record.
 //
 // complete is Complete's UPDATE, fenced by the owner: $1 sender, $2 key,

@@ -66,14 +66,28 @@ type Sender struct {
 	// StoreRequestBody: the sender keeps request bodies, so a conflict
 	// records which fields changed.
 	StoreRequestBody bool
+	// UniqueKey, when set, is the documented evidence that the sender's
+	// key is unique per notification (a preset's, e.g. Robokassa's InvId):
+	// a payload changed under it is no second notification but one to
+	// look at (possible tampering), and no field is proposed for the key.
+	UniqueKey string
+	// Rules is the tag of the sender's rules in force (the contract's
+	// RulesTag): by default the report counts only the deliveries counted
+	// under it, so a fix starts the count afresh.
+	Rules string
+	// InProgressReject: the sender answers a repeat that comes while the
+	// first delivery is at the site 409 (in_progress: reject); false is
+	// the default, wait, which is never advised as a change.
+	InProgressReject bool
 }
 
 // Options of Build.
 type Options struct {
 	// Now is the report's time; zero means time.Now().
 	Now time.Time
-	// Since starts the window; zero means since each sender was first
-	// seen (at most dedupe.TrafficKeep ago).
+	// Since starts the window (from its day: counters are per day);
+	// zero means since each sender's rules last changed (the counters
+	// carry the rules' tag), at most dedupe.TrafficKeep ago.
 	Since time.Time
 	// Sender limits the report to one sender ("" for all).
 	Sender     string
@@ -106,6 +120,13 @@ type SenderReport struct {
 	Mode      string    `json:"mode,omitempty"`
 	FirstSeen time.Time `json:"first_seen,omitzero"`
 	LastSeen  time.Time `json:"last_seen,omitzero"`
+	// Rules is the tag of the sender's rules in force; RulesSince the
+	// first day a delivery was counted under them (zero: none yet). By
+	// default the report counts from RulesSince: what came under earlier
+	// rules (EarlierRules deliveries) is left out.
+	Rules        string    `json:"rules,omitempty"`
+	RulesSince   time.Time `json:"rules_since,omitzero"`
+	EarlierRules int64     `json:"earlier_rules_deliveries,omitempty"`
 	// Deliveries is every delivery this sender took.
 	Deliveries int64 `json:"deliveries"`
 	// Keyed: deliveries that had an event id and a valid signature.
@@ -134,6 +155,14 @@ type SenderReport struct {
 	MissingKeyShapes  []Shape `json:"missing_key_shapes,omitempty"`
 	Passthrough       int64   `json:"passthrough"`
 	SignatureFailures int64   `json:"signature_failures"`
+	// SignatureFailuresFrom: the bad signatures by source network (an
+	// IPv4 /24, an IPv6 /48; "(other shapes)" past the counters' bound);
+	// RefusedStrangers of them came from networks that sent this sender
+	// no good delivery.
+	SignatureFailuresFrom []Shape `json:"signature_failures_from,omitempty"`
+	// ChangedFrom: the changed payloads by source network.
+	ChangedFrom      []Shape `json:"changed_from,omitempty"`
+	RefusedStrangers int64   `json:"refused_strangers"`
 	// Unsigned: deliveries taken without any signature configured.
 	Unsigned int64 `json:"unsigned"`
 	// Answers counts the site's answers to the deliveries forwarded with a
@@ -171,8 +200,14 @@ type FieldChange struct {
 	Times int64 `json:"times"`
 	Keys  int64 `json:"keys"`
 	// Suggest is "ignore" (it changes from one send of a notification
-	// to the next) or "key" (it tells two notifications apart).
+	// to the next), "key" (it tells two notifications apart), "look" (an
+	// amount, or any field under a key documented unique: a conflict to
+	// look at, possible tampering, never a key part) or "signature" (the
+	// signature, which changes with what it signs: nothing to change).
 	Suggest string `json:"suggest"`
+	// Why says what the suggestion rests on, where a provider's
+	// documentation does ("" otherwise).
+	Why string `json:"why,omitempty"`
 	// Example is the key of the newest conflict it changed in.
 	Example string `json:"example_key"`
 }
@@ -240,17 +275,43 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 	get := func(name string) *tally {
 		a := tallies[name]
 		if a == nil {
-			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{}}
+			a = &tally{r: SenderReport{Sender: name, Answers: map[string]int64{}}, shapes: map[string]int64{}, notOK: map[string]int64{},
+				good: map[string]int64{}, bad: map[string]int64{}, changedNet: map[string]int64{}}
 			tallies[name] = a
 		}
 		return a
 	}
 	for _, s := range senders {
-		get(s.Name)
+		get(s.Name).r.Rules = s.Rules
+	}
+	// By default each sender is counted under its rules in force: where
+	// its counters carry rules tags (every hookonce since they do), only
+	// those of the current tag. A counter past the bound of details
+	// (dedupe.TrafficOtherDetail) carries none and is counted, as it may
+	// be of the current rules.
+	tagged := map[string]bool{}
+	for _, c := range counts {
+		if rules, _, _ := dedupe.ParseTrafficDetail(c.Detail); rules != "" && c.Sender != "" {
+			tagged[c.Sender] = true
+		}
 	}
 	paths := map[string]*PathReport{}
 	pathShapes := map[string]map[string]int64{}
 	for _, c := range counts {
+		if c.Sender != "" {
+			rules, _, _ := dedupe.ParseTrafficDetail(c.Detail)
+			if s, ok := cfg[c.Sender]; ok && o.Since.IsZero() && tagged[c.Sender] && s.Rules != "" {
+				switch {
+				case rules == s.Rules:
+					if t := get(c.Sender); t.r.RulesSince.IsZero() || c.First.Before(t.r.RulesSince) {
+						t.r.RulesSince = c.First
+					}
+				case c.Detail != dedupe.TrafficOtherDetail:
+					get(c.Sender).r.EarlierRules += c.N
+					continue
+				}
+			}
+		}
 		if o.Since.IsZero() && (rep.Since.IsZero() || c.First.Before(rep.Since)) {
 			rep.Since = c.First
 		}
@@ -342,6 +403,8 @@ func orNone(names []string) string {
 type tally struct {
 	r           SenderReport
 	shapes      map[string]int64
+	good, bad   map[string]int64 // good deliveries and bad signatures by source network
+	changedNet  map[string]int64 // changed payloads by source network
 	notOK       map[string]int64
 	changedKeys map[string]map[string]bool
 	changedIn   map[string]int64
@@ -357,10 +420,17 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 		r.LastSeen = c.Last
 	}
 	r.Deliveries += c.N
+	_, from, shape := dedupe.ParseTrafficDetail(c.Detail)
+	if c.Detail == dedupe.TrafficOtherDetail {
+		from, shape = c.Detail, c.Detail
+	}
 	would := strings.HasPrefix(c.Outcome, "would_")
 	st := strconv.Itoa(c.Status)
 	switch strings.TrimPrefix(c.Outcome, "would_") {
 	case "processed", "takeover":
+		if from != "" {
+			a.good[from] += c.N
+		}
 		r.Keyed += c.N
 		r.DistinctKeys += c.N
 		r.Answers[st] += c.N
@@ -383,6 +453,9 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 		r.Ambiguous += c.N
 		r.SlowestMillis = max(r.SlowestMillis, c.MaxMillis)
 	case "duplicate":
+		if from != "" {
+			a.good[from] += c.N
+		}
 		r.Keyed += c.N
 		r.ExactRepeats += c.N
 		if !would {
@@ -394,12 +467,19 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 	case "conflict":
 		r.Keyed += c.N
 		r.Changed += c.N
+		if from != "" {
+			a.changedNet[from] += c.N
+		}
 	case "rejected_signature":
 		r.SignatureFailures += c.N
+		if from == "" {
+			from = unknownNetwork
+		}
+		a.bad[from] += c.N
 	case "missing_key":
 		r.MissingKey += c.N
-		if c.Detail != "" {
-			a.shapes[c.Detail] += c.N
+		if shape != "" {
+			a.shapes[shape] += c.N
 		}
 	case "passthrough":
 		r.Passthrough += c.N
@@ -478,12 +558,11 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	}
 	repeats := r.ExactRepeats + r.Changed
 	for field, n := range a.changedIn {
-		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Suggest: "key", Example: a.example[field]}
-		if looksVolatile(field) || (repeats >= 3 && n == repeats) {
-			fc.Suggest = "ignore"
-		}
+		fc := FieldChange{Field: field, Times: n, Keys: int64(len(a.changedKeys[field])), Example: a.example[field]}
+		fc.Suggest, fc.Why = suggest(field, n, repeats, s)
 		r.ChangedFields = append(r.ChangedFields, fc)
 	}
+	r.ChangedFrom = topShapes(a.changedNet, 5)
 	slices.SortFunc(r.ChangedFields, func(x, y FieldChange) int {
 		if x.Times != y.Times {
 			return int(y.Times - x.Times)
@@ -495,8 +574,18 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	note := func(f Finding) { r.Notes = append(r.Notes, f) }
 
 	if r.Changed > 0 {
+		var signatures []string
+		for _, fc := range r.ChangedFields {
+			if fc.Suggest == "signature" {
+				signatures = append(signatures, "`"+fc.Field+"`")
+			}
+		}
 		for _, fc := range r.ChangedFields {
 			switch fc.Suggest {
+			case "signature":
+				// Changes with what it signs: told with the fields it signs.
+			case "look":
+				lookAt(r, a, s, fc, signatures, problem, note, link)
 			case "ignore":
 				fix := fmt.Sprintf("add `%s` to `ignore`", fc.Field)
 				if !s.HashJSON {
@@ -505,21 +594,27 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 				problem(Finding{What: fmt.Sprintf("`%s` changed in %d of %d repeats (it changes from one send of a notification to the next)", fc.Field, fc.Times, repeats),
 					Fix: fix + "; if it does tell two notifications apart, add it to the key instead", Link: link("/ui/conflicts")})
 			default:
-				problem(Finding{What: fmt.Sprintf("two payloads per key differ in `%s` (%d times, %d keys): two notifications share one event id", fc.Field, fc.Times, fc.Keys),
-					Fix:  fmt.Sprintf("add `%s` to the key (%s), so each notification gets its own; if it only changes when a notification is sent again, add it to `ignore` instead", fc.Field, keyWords(s)),
-					Link: link("/ui/conflicts")})
+				what := fmt.Sprintf("two payloads per key differ in `%s` (%d times, %d keys): two notifications share one event id", fc.Field, fc.Times, fc.Keys)
+				if fc.Why != "" {
+					what += " (" + fc.Why + ")"
+				}
+				if len(signatures) > 0 {
+					what += "; the signature " + strings.Join(signatures, ", ") + " changes with it"
+				}
+				fix := fmt.Sprintf("add `%s` to the key (%s), so each notification gets its own", fc.Field, keyWords(s))
+				if fc.Why == "" {
+					fix += "; if it only changes when a notification is sent again, add it to `ignore` instead"
+				}
+				problem(Finding{What: what, Fix: fix, Link: link("/ui/conflicts")})
 			}
 		}
 		if r.ChangedUnrecorded > 0 || len(r.ChangedFields) == 0 {
 			what := fmt.Sprintf("%d payloads changed under a known key (would be answered 422)", r.Changed)
-			fix := "open the conflicts to see what changed"
-			if !s.StoreRequestBody {
-				fix = "set `store_request_body: true` on this sender so the next conflicts record which fields changed, then run the report again"
-			}
 			if r.ChangedUnrecorded > 0 && len(r.ChangedFields) > 0 {
-				what = fmt.Sprintf("%d more changed payloads name no changed field (not JSON, or bodies not kept)", r.ChangedUnrecorded)
+				what = fmt.Sprintf("%d more changed payloads name no changed field", r.ChangedUnrecorded)
 			}
-			problem(Finding{What: what, Fix: fix, Link: link("/ui/conflicts")})
+			problem(Finding{What: what, Fix: "open the conflicts to see what changed (their records keep no field fingerprint: stored by an older hookonce, or a body neither JSON nor a form with no query)",
+				Link: link("/ui/conflicts")})
 		}
 	}
 	if r.MissingKey > 0 {
@@ -530,8 +625,7 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 		problem(Finding{What: what, Fix: fmt.Sprintf("if these are genuine notifications without an id, forward them without dedupe (`missing_key: pass`); otherwise correct the key (%s)", keyWords(s))})
 	}
 	if r.SignatureFailures > 0 {
-		problem(Finding{What: fmt.Sprintf("%d deliveries failed the signature check (would be answered 401)", r.SignatureFailures),
-			Fix: "check the sender's secret (the environment variable `signature.secret_env` names) against the provider's settings; a provider with several secrets needs each of them"})
+		judgeSignatures(r, a, problem, note)
 	}
 	if r.NotSuccess > 0 {
 		var by []string
@@ -569,8 +663,12 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 			Link: "/ui/events?sender=" + url.QueryEscape(r.Sender) + "&status=unretried"})
 	}
 	if r.RepeatsWhileBusy > 0 {
-		note(Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site", r.RepeatsWhileBusy),
-			Fix: "with `in_progress: wait` they get the first one's answer instead of 409"})
+		f := Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site; they wait for its answer (`in_progress: wait`, the default)", r.RepeatsWhileBusy)}
+		if s.InProgressReject {
+			f = Finding{What: fmt.Sprintf("%d repeats came while the first delivery was still at the site (answered 409: `in_progress: reject`)", r.RepeatsWhileBusy),
+				Fix: "remove `in_progress: reject` (the default, wait, gives them the first one's answer) unless the provider needs the 409"}
+		}
+		note(f)
 	}
 	if r.StoreErrors > 0 {
 		note(Finding{What: fmt.Sprintf("the store failed %d times for this sender", r.StoreErrors), Fix: "check the store (see /readyz and the log)"})
@@ -581,7 +679,10 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 	if r.TimeoutMillis > 0 && r.SlowestMillis > r.TimeoutMillis/2 {
 		f := Finding{What: fmt.Sprintf("the slowest answer took %s; the sender waits %s (%s)", ms(r.SlowestMillis), ms(r.TimeoutMillis), r.TimeoutFrom)}
 		if r.SlowestMillis > r.TimeoutMillis {
-			f.Fix = "the sender gives up first and sends again while the site works; `in_progress: wait` answers those repeats once the first is done"
+			f.Fix = "the sender gives up first and sends again while the site works; those repeats wait and get the first one's answer"
+			if s.InProgressReject {
+				f.Fix = "the sender gives up first and sends again while the site works; with `in_progress: reject` those repeats get 409 (the default, wait, answers them once the first is done)"
+			}
 		}
 		note(f)
 	}
@@ -609,11 +710,21 @@ func judge(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now t
 			need = append(need, fmt.Sprintf("%d more exact repeats (a sender's retry or resend of a notification already answered)", more))
 		}
 		r.Reason = "nothing wrong so far; needs " + strings.Join(need, " and ")
+		if r.EarlierRules > 0 {
+			r.Reason += fmt.Sprintf(" under the rules in force (%d deliveries under earlier rules are not counted)", r.EarlierRules)
+		}
 	default:
 		r.Verdict = Ready
-		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, no changed payloads, no event lost", r.Keyed, r.ExactRepeats)
+		changed := "no changed payloads"
+		switch {
+		case r.Changed > 0 && r.Mode == "shadow":
+			changed = fmt.Sprintf("%d changed payloads to look at (enforcing refuses them with 422, as it should)", r.Changed)
+		case r.Changed > 0:
+			changed = fmt.Sprintf("%d changed payloads to look at (refused with 422, as they should be)", r.Changed)
+		}
+		r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats answered from the stored answer, %s, no event lost", r.Keyed, r.ExactRepeats, changed)
 		if r.Mode == "shadow" {
-			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, no changed payloads, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats)
+			r.Reason = fmt.Sprintf("%d deliveries, %d exact repeats that would be answered from the stored answer, %s, no event lost; switch it to `mode: enforce`", r.Keyed, r.ExactRepeats, changed)
 		}
 	}
 }
@@ -665,4 +776,196 @@ func topShapes(m map[string]int64, n int) []Shape {
 		out = out[:n]
 	}
 	return out
+}
+
+// judgeSignatures tells a wrong secret from strangers: bad signatures
+// from a network that also sent good deliveries, or with no good
+// delivery at all, are the sender's own (check the secret); those from
+// networks that never sent a good one are strangers, refused as they
+// should be, and hold nothing back.
+func judgeSignatures(r *SenderReport, a *tally, problem, note func(Finding)) {
+	const fix = "check the sender's secret (the environment variable `signature.secret_env` names) against the provider's settings; a provider with several secrets needs each of them"
+	r.SignatureFailuresFrom = topShapes(a.bad, 5)
+	var own, strangers int64
+	var ownNets, strangerNets []string
+	for _, net := range slices.Sorted(maps.Keys(a.bad)) {
+		// A bad signature of unknown origin (counted by an older hookonce,
+		// or with no client address) is taken for the sender's own, as
+		// before; those past the bound of networks
+		// (dedupe.TrafficOtherDetail: more than dedupe.MaxTrafficShapes
+		// networks in a day, no provider's) for strangers'.
+		if a.good[net] > 0 || net == unknownNetwork {
+			own += a.bad[net]
+			ownNets = append(ownNets, net)
+		} else {
+			strangers += a.bad[net]
+			strangerNets = append(strangerNets, net)
+		}
+	}
+	good := r.Keyed
+	switch {
+	case good == 0:
+		problem(Finding{What: fmt.Sprintf("all %d deliveries failed the signature check (would be answered 401), from %s", r.SignatureFailures, netList(strangerNets, ownNets)),
+			Fix: fix})
+		return
+	case own > 0 && slices.Equal(ownNets, []string{unknownNetwork}):
+		problem(Finding{What: fmt.Sprintf("%d deliveries failed the signature check (would be answered 401)", own), Fix: fix})
+	case own > 0:
+		problem(Finding{What: fmt.Sprintf("%d deliveries from networks that also sent good ones (%s) failed the signature check (would be answered 401)", own, netList(ownNets, nil)),
+			Fix: fix})
+	}
+	if strangers > 0 {
+		r.RefusedStrangers = strangers
+		note(Finding{What: fmt.Sprintf("refused strangers: %d deliveries with a bad signature from networks this sender never used for a good delivery (%s)", strangers, netList(strangerNets, nil)),
+			Fix: "nothing to change, they are refused as they should be; if one of these networks is the provider's, check the secret"})
+	}
+}
+
+// unknownNetwork is where a bad signature came from when its counter
+// does not say.
+const unknownNetwork = "(unknown)"
+
+// netList names at most five networks.
+func netList(a, b []string) string {
+	all := append(slices.Clone(a), b...)
+	if len(all) > 5 {
+		return strings.Join(all[:5], ", ") + fmt.Sprintf(" and %d more", len(all)-5)
+	}
+	return strings.Join(all, ", ")
+}
+
+// ParseSince reads the start of a window (--since, ?since=): a date (UTC), an RFC
+// 3339 time, or a positive duration before now.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("%s: want a positive duration such as 168h", v)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want a date (2006-01-02), a time (2006-01-02T15:04:05Z) or a duration ago (168h)", v)
+}
+
+// distinctByDocs are fields whose distinct values mark distinct
+// notifications by their provider's documentation: each belongs in the
+// key, though its name reads like an amount, for a sender of that
+// provider (rbsSender); for any other sender such a name is an amount.
+var distinctByDocs = map[string]string{
+	// The RBS gateways (Sberbank, Alfa-Bank, the BPC platform) call back
+	// once per refund of an order, operation "refunded", with the order's
+	// total refunded so far and the refund's own amount.
+	"refundedamount":          "the RBS gateways call back once per refund of an order, each with the total refunded so far; the `rbs` preset keys a refund by `externalRefundId`",
+	"operationrefundedamount": "the RBS gateways call back once per refund of an order, each with that refund's amount; the `rbs` preset keys a refund by `externalRefundId`",
+}
+
+// rbsSender: the sender takes the RBS gateways' callbacks, which name
+// the gateway's order mdOrder (its key reads it).
+func rbsSender(s Sender) bool {
+	for _, k := range s.Keys {
+		if strings.HasSuffix(k, ":mdOrder") {
+			return true
+		}
+	}
+	return false
+}
+
+// lastName is the last part of a field's name, lower case: "b" of "a.b"
+// and of "a[b]".
+func lastName(field string) string {
+	f := strings.TrimSuffix(field, "]")
+	if i := strings.LastIndexAny(f, ".["); i >= 0 {
+		f = f[i+1:]
+	}
+	return strings.ToLower(f)
+}
+
+// looksSignature: a signature, checksum or token field. It changes with
+// what it signs and is never a key part.
+func looksSignature(field string) bool {
+	n := lastName(field)
+	switch n {
+	case "sign", "sig", "hash", "token", "crc", "mac", "hmac", "checksum":
+		return true
+	}
+	return strings.Contains(n, "signature") || strings.Contains(n, "checksum") || strings.HasSuffix(n, "_sign") || strings.HasSuffix(n, "hmac")
+}
+
+// looksAmount: an amount, sum or price. A changed amount under one event
+// id is what the 422 protects against; it is never proposed as a key
+// part (following that advice would let a changed amount run the
+// handler again), unless documented as telling notifications apart.
+func looksAmount(field string) bool {
+	n := lastName(field)
+	for _, a := range []string{"amount", "sum", "price", "total", "cost", "fee"} {
+		if strings.Contains(n, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest says what to do about a field that changed n times in repeats
+// repeats, and on what evidence.
+func suggest(field string, n, repeats int64, s Sender) (string, string) {
+	if why, ok := distinctByDocs[lastName(field)]; ok && s.UniqueKey == "" && rbsSender(s) {
+		return "key", why
+	}
+	switch {
+	case looksSignature(field):
+		return "signature", ""
+	case looksAmount(field):
+		return "look", ""
+	case s.UniqueKey != "":
+		if looksVolatile(field) {
+			return "ignore", ""
+		}
+		return "look", ""
+	case looksVolatile(field) || (repeats >= 3 && n == repeats):
+		return "ignore", ""
+	}
+	return "key", ""
+}
+
+// lookAt reports a field to look at: a changed amount, or any field under
+// a key documented unique. Under such a key it is a note (enforce answers
+// it 422, as it should); else a problem, since two notifications may
+// share the key, but never with a key part made of the field.
+func lookAt(r *SenderReport, a *tally, s Sender, fc FieldChange, signatures []string, problem, note func(Finding), link func(string) string) {
+	kind := "a field"
+	if looksAmount(fc.Field) {
+		kind = "an amount"
+	}
+	from := ""
+	if len(a.changedNet) > 0 {
+		var nets []string
+		for _, sh := range topShapes(a.changedNet, 5) {
+			n := sh.Shape
+			if a.good[n] == 0 {
+				n += " (never sent a good delivery)"
+			}
+			nets = append(nets, n)
+		}
+		from = "; they came from " + strings.Join(nets, ", ")
+	}
+	sig := ""
+	if len(signatures) > 0 {
+		sig = " (and the signature " + strings.Join(signatures, ", ") + " with it)"
+	}
+	if s.UniqueKey != "" {
+		note(Finding{What: fmt.Sprintf("`%s`, %s, changed %d times under %d known keys%s: %s, so this is no second notification%s",
+			fc.Field, kind, fc.Times, fc.Keys, sig, s.UniqueKey, from),
+			Fix:  "look at the conflicts: a changed payload under a known key is a possible tampering, refused with 422 once enforcing; nothing to change in the config",
+			Link: link("/ui/conflicts")})
+		return
+	}
+	problem(Finding{What: fmt.Sprintf("two payloads per key differ in `%s`, %s (%d times, %d keys)%s%s", fc.Field, kind, fc.Times, fc.Keys, sig, from),
+		Fix: "look at the conflicts: if they are one notification changed on the way (possible tampering), enforcing refuses it with 422 as it should; if they are two notifications, add to the key a field that tells them apart (an operation or refund id, never " +
+			kind + " nor a signature)",
+		Link: link("/ui/conflicts")})
 }

@@ -26,6 +26,9 @@ func WriteText(w io.Writer, r Report) {
 			mode = ", mode " + s.Mode
 		}
 		fmt.Fprintf(w, "\n%s: %s%s\n  %s\n", s.Sender, strings.ToUpper(s.Verdict), mode, s.Reason)
+		if line := RulesLine(s); line != "" {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 		for _, f := range s.Problems {
 			writeFinding(w, "✗", f)
 		}
@@ -33,8 +36,8 @@ func WriteText(w io.Writer, r Report) {
 		if !s.DistinctKeysExact {
 			keys = "~" + keys
 		}
-		fmt.Fprintf(w, "  deliveries %d (keyed %d, distinct keys %s), exact repeats %d (replayed %d), changed payloads %d, missing key %d, bad signature %d, unsigned %d\n",
-			s.Deliveries, s.Keyed, keys, s.ExactRepeats, s.Replayed, s.Changed, s.MissingKey, s.SignatureFailures, s.Unsigned)
+		fmt.Fprintf(w, "  deliveries %d (keyed %d, distinct keys %s), exact repeats %d (replayed %d), changed payloads %d, missing key %d, bad signature %d (refused strangers %d), unsigned %d\n",
+			s.Deliveries, s.Keyed, keys, s.ExactRepeats, s.Replayed, s.Changed, s.MissingKey, s.SignatureFailures, s.RefusedStrangers, s.Unsigned)
 		if len(s.Answers) > 0 {
 			var as []string
 			for _, st := range slices.Sorted(maps.Keys(s.Answers)) {
@@ -68,4 +71,20 @@ func writeFinding(w io.Writer, mark string, f Finding) {
 		fmt.Fprintf(w, " → %s", f.Fix)
 	}
 	fmt.Fprintln(w)
+}
+
+// RulesLine says since when the sender's rules in force have been counted
+// ("" when the report counts from --since or the sender has no tag).
+func RulesLine(s SenderReport) string {
+	switch {
+	case s.Rules == "":
+		return ""
+	case s.RulesSince.IsZero() && s.EarlierRules > 0:
+		return fmt.Sprintf("rules %s: no delivery since they last changed; %d under earlier rules not counted", s.Rules, s.EarlierRules)
+	case s.RulesSince.IsZero():
+		return ""
+	case s.EarlierRules > 0:
+		return fmt.Sprintf("rules %s: counted since they last changed, %s (%d deliveries under earlier rules not counted; --since to count them)", s.Rules, s.RulesSince.Format("2006-01-02"), s.EarlierRules)
+	}
+	return fmt.Sprintf("rules %s: counted since %s", s.Rules, s.RulesSince.Format("2006-01-02"))
 }

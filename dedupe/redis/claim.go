@@ -36,7 +36,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	}
 	r := newRef(req.Sender, req.Key)
 	cmd, confirmed, err := s.run(ctx, claimScript, s.keys(r, 5),
-		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head)...)
+		r.args(req.PayloadHash, req.Owner, ms(lease), ms(ttl), keep, body, keepHead, head, string(req.ClaimFingerprint()))...)
 	if err != nil {
 		if s.wait.replicas > 0 && !isScriptError(err) {
 			// The reply may be lost after the claim was applied (the WAIT

@@ -46,6 +46,9 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 	if b, ok := m["qb"]; ok {
 		rec.RequestBody = []byte(b)
 	}
+	if fp := m["fp"]; fp != "" {
+		rec.Fingerprint = []byte(fp)
+	}
 	if q := m["qm"]; q != "" {
 		var sr storedRequest
 		if json.Unmarshal([]byte(q), &sr) == nil { // written by Claim; never malformed

@@ -37,6 +37,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqlite %s: %w", op, err)
 	}
+	req.ClaimFingerprint() // made outside the writer's transaction
 	var res dedupe.ClaimResult
 	err = s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
@@ -65,20 +66,20 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.C
 		rec = dedupe.Record{
 			Sender: req.Sender, Key: req.Key, State: dedupe.StateProcessing, PayloadHash: req.PayloadHash,
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), ReceivedAt: now, ExpiresAt: now.Add(req.TTL),
-			RequestBody: req.RequestBody, Request: req.Request,
+			RequestBody: req.RequestBody, Request: req.Request, Fingerprint: req.Fingerprint,
 		}
 		_, err = s.ws.exec(ctx, tx, qInsertClaim,
 			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
-			rec.RequestBody, head)
+			rec.RequestBody, head, rec.Fingerprint)
 	case rec.State == dedupe.StateReleased:
 		outcome = dedupe.Claimed
 		rec.State, rec.PayloadHash, rec.Owner = dedupe.StateProcessing, req.PayloadHash, req.Owner
 		rec.LeaseUntil, rec.ReceivedAt, rec.ExpiresAt = now.Add(req.Lease), now, now.Add(req.TTL)
 		rec.CompletedAt, rec.Response = time.Time{}, nil
-		rec.RequestBody, rec.Request = req.RequestBody, req.Request
+		rec.RequestBody, rec.Request, rec.Fingerprint = req.RequestBody, req.Request, req.Fingerprint
 		_, err = s.ws.exec(ctx, tx, qReclaimReleased,
 			string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
-			rec.RequestBody, head, req.Sender, req.Key)
+			rec.RequestBody, head, rec.Fingerprint, req.Sender, req.Key)
 	case rec.PayloadHash != req.PayloadHash || rec.State != dedupe.StateProcessing || now.Before(rec.LeaseUntil):
 		return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
 	default: // processing, same payload, lease over: take it

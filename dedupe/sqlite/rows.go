@@ -21,7 +21,7 @@ func fromMS(v int64) time.Time {
 }
 
 const recordCols = `sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
-	expires_at, hits, takeovers, status, headers, body, truncated, request_body, attempts, request_head`
+	expires_at, hits, takeovers, status, headers, body, truncated, request_body, attempts, request_head, fingerprint`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -30,17 +30,17 @@ func scanRecord(row scanner) (dedupe.Record, error) {
 		rec                                         dedupe.Record
 		state                                       string
 		lease, received, completed, expires, status int64
-		headers, body, reqBody, attempts, head      []byte
+		headers, body, reqBody, attempts, head, fp  []byte
 		truncated                                   bool
 	)
 	err := row.Scan(&rec.Sender, &rec.Key, &state, &rec.PayloadHash, &rec.Owner, &lease, &received, &completed,
-		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head)
+		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head, &fp)
 	if err != nil {
 		return rec, err
 	}
 	rec.State = dedupe.State(state)
 	rec.LeaseUntil, rec.ReceivedAt, rec.CompletedAt, rec.ExpiresAt = fromMS(lease), fromMS(received), fromMS(completed), fromMS(expires)
-	rec.RequestBody = reqBody
+	rec.RequestBody, rec.Fingerprint = reqBody, fp
 	if rec.Attempts, err = decodeAttempts(attempts); err != nil {
 		return rec, err
 	}

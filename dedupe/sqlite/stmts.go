@@ -26,11 +26,11 @@ import (
 const (
 	qSelectRecord = `SELECT ` + recordCols + ` FROM records WHERE sender = ? AND key = ?`
 	qInsertClaim  = `INSERT OR REPLACE INTO records
-			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head, fingerprint)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qReclaimReleased = `UPDATE records SET state = ?, payload_hash = ?, owner = ?, lease_until = ?,
 			received_at = ?, completed_at = 0, expires_at = ?, status = 0, headers = NULL, body = NULL, truncated = 0,
-			request_body = ?, request_head = ?
+			request_body = ?, request_head = ?, fingerprint = ?
 			WHERE sender = ? AND key = ? AND state = 'released'`
 	qTakeOver = `UPDATE records SET owner = ?, lease_until = ?, takeovers = takeovers + 1
 			WHERE sender = ? AND key = ?`

@@ -49,8 +49,10 @@ func TestTrafficMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 4 (before the counters, 0005): what later
-	// migrations added goes too (0006: answered_duplicate).
-	if _, err := db.Exec(`DROP TABLE traffic; ALTER TABLE conflicts DROP COLUMN answered_duplicate; PRAGMA user_version = 4`); err != nil {
+	// migrations added goes too (0006: answered_duplicate; 0007:
+	// fingerprint and meta).
+	if _, err := db.Exec(`DROP TABLE traffic; ALTER TABLE conflicts DROP COLUMN answered_duplicate;
+		ALTER TABLE records DROP COLUMN fingerprint; DROP TABLE meta; PRAGMA user_version = 4`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -22,7 +22,7 @@ import (
 // and runs nothing; the page's Accept button does the same for another
 // conflict, and refuses a POST without its CSRF token.
 func TestAcceptCommand(t *testing.T) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, `
@@ -34,10 +34,10 @@ senders:
 `)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", store)
-	adminURL := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	adminURL := s.Admin
 	send := func(id, amount string) int {
 		t.Helper()
-		return proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"`+id+`","status":"CONFIRMED","amount":`+amount+`}`,
+		return proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"`+id+`","status":"CONFIRMED","amount":`+amount+`}`,
 			"X-Signature", "sig-secret-1").Status
 	}
 	for _, id := range []string{"8742591", "5550001"} {

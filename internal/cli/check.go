@@ -83,8 +83,13 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	if v := explain(c.App.Writer, c.App.ErrWriter, ct, r, body, now); v.status != 0 {
+	switch v := explain(c.App.Writer, c.App.ErrWriter, ct, r, body, now); {
+	case v.status != 0:
 		return cli.Exit("", exitRuntime) // a refusal: the verdict line says which
+	case v.noSender:
+		// Taken by no sender: the site gets it unguarded. An operator
+		// checking a captured notification must not read that as a pass.
+		return cli.Exit("", exitNotFound)
 	}
 	return nil
 }
@@ -94,10 +99,14 @@ func runCheck(c *cli.Context) error {
 type verdict struct {
 	status int // 0: taken
 	why    string
+	// noSender: taken by no sender (passed through or forwarded
+	// untouched, no dedupe): `check --request` exits 3.
+	noSender bool
 }
 
-func refused(status int, why string) verdict { return verdict{status, why} }
-func taken(why string) verdict               { return verdict{0, why} }
+func refused(status int, why string) verdict { return verdict{status: status, why: why} }
+func taken(why string) verdict               { return verdict{why: why} }
+func untouched(why string) verdict           { return verdict{why: why, noSender: true} }
 
 // explain prints one "name: value" line each for sender, key, hash and
 // signature, in the order the proxy decides them, then the route and the
@@ -123,7 +132,7 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 	}
 	if rt == nil {
 		fmt.Fprintf(out, "no sender matched %s %s\nreason: no sender names the path %s (passed through untouched)\n", r.Method, r.URL.Path, path)
-		return taken("passed through to the site untouched (no sender names this path)")
+		return untouched("passed through to the site untouched (no sender names this path)")
 	}
 	routeLine := func() { fmt.Fprintf(out, "route: %s (as %s; %s)\n", rt.Path, path, rt.UnmatchedReason()) }
 	// The candidate a request is judged under before the body decides
@@ -140,7 +149,7 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		routeLine()
 		fmt.Fprintf(out, "tried: method %s: no sender on this path accepts it (%s)\n", r.Method, allowedText(rt))
 		if rt.ForwardsUnmatched(r.Method) {
-			return taken("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
+			return untouched("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
 		}
 		return refused(http.StatusMethodNotAllowed, "no sender on this path accepts the method "+r.Method)
 	}
@@ -181,7 +190,7 @@ func judge(out, errw io.Writer, ct *contract.Contract, r *http.Request, body []b
 		fmt.Fprintf(out, "no sender matched %s %s\n", r.Method, r.URL.Path)
 		route()
 		if rt.ForwardsUnmatched(r.Method) {
-			return taken("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
+			return untouched("forwarded to the site untouched, no dedupe (no sender takes it; " + rt.UnmatchedReason() + ")")
 		}
 		return refused(http.StatusForbidden, "no sender on this path takes it ("+rt.UnmatchedReason()+")")
 	}

@@ -157,7 +157,7 @@ paths:
 	}{
 		{"taken by its sender", "POST /s.php HTTP/1.1\nHost: x\n" + form + "InvId=1&SHP_HANDLER=ROBOXCHANGE", 0,
 			"verdict: taken: claimed as robokassa:1"},
-		{"no sender takes it on a shared path: the site's", "GET /s.php?operation=deposited&mdOrder=1 HTTP/1.1\nHost: x\n\n", 0,
+		{"no sender takes it on a shared path: the site's", "GET /s.php?operation=deposited&mdOrder=1 HTTP/1.1\nHost: x\n\n", 3,
 			"verdict: taken: forwarded to the site untouched, no dedupe"},
 		{"a method no sender accepts", "PUT /s.php HTTP/1.1\nHost: x\n\n", 1,
 			"verdict: refused 405: no sender on this path accepts the method PUT"},

@@ -20,7 +20,7 @@ import (
 // reload, and never puts them into its own environment.
 func TestServeReadsTheHostEnvFileOnReload(t *testing.T) {
 	h := fakeHost(t, hostConfigYAML, "HOST_TEST_SECRET=first\n")
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := DefaultConfig()
 	cfg.ConfigPath, cfg.Upstream = h.Config, site.URL
 	cfg.Store = "sqlite:" + filepath.Join(t.TempDir(), "h.db")
@@ -82,7 +82,7 @@ func TestServeStartsWhenTheHostEnvFileIsUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOST_TEST_SECRET", "from-start") // what systemd put in the environment
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := DefaultConfig()
 	cfg.ConfigPath, cfg.Upstream = h.Config, site.URL
 	cfg.Store = "sqlite:" + filepath.Join(t.TempDir(), "h.db")

@@ -191,7 +191,7 @@ func TestHostAdminToken(t *testing.T) {
 	}
 	t.Setenv("HOST_TEST_SECRET", hostSecret) // serve's own environment, as the unit's env file gives it
 	s := startServe(t, "--config", h.Config, "--store", h.Store, "--admin-token-file", h.AdminToken)
-	addr := s.waitLog(t, "admin listener serving")["listen"].(string)
+	addr := s.AdminAddr
 	host.AdminListen = addr
 
 	resp, err := http.Get("http://" + addr + "/v1/events")

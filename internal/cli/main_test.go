@@ -1,21 +1,20 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 )
 
 // The end-to-end tests of this package run the command line in-process:
 // hookonce runs one command through the app as the binary would, and
 // startServe runs `hookonce serve` (flags, env, Validate, Main) on
-// 127.0.0.1:0 until the test stops it. Signals, exit statuses and the
-// built binary are tested in the root package.
+// 127.0.0.1:0 through servetest until the test stops it. Signals, exit
+// statuses and the built binary are tested in tests/.
 
 // hookonce runs a one-shot command and returns stdout, stderr, exit code.
 func hookonce(t *testing.T, args ...string) (string, string, int) {
@@ -25,97 +24,17 @@ func hookonce(t *testing.T, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-// server is a `hookonce serve` running in-process.
-type server struct {
-	addr   string
-	stop   context.CancelFunc
-	exit   chan int
-	done   chan struct{} // closed when serve returned
-	stderr *logLines
+// inProcess runs the command line in this process, as the binary would
+// (its log to stderr), until ctx is done.
+func inProcess(ctx context.Context, args []string, stderr io.Writer) int {
+	return exitCode(newApp("dev", os.Stdout, stderr).RunContext(ctx, append([]string{"hookonce"}, args...)))
 }
 
-// logLines keeps serve's stderr, one JSON log line each.
-type logLines struct {
-	mu   sync.Mutex
-	buf  []byte
-	logs []map[string]any
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := l.buf[:i]
-		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
-			m = map[string]any{"msg": string(line)}
-		}
-		l.logs = append(l.logs, m)
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (s *server) waitLog(t *testing.T, msg string) map[string]any {
+// startServe runs `hookonce serve` in-process with args after serve's
+// listeners and JSON log, and waits until it serves.
+func startServe(t *testing.T, args ...string) *servetest.Server {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		s.stderr.mu.Lock()
-		for _, l := range s.stderr.logs {
-			if l["msg"] == msg {
-				s.stderr.mu.Unlock()
-				return l
-			}
-		}
-		s.stderr.mu.Unlock()
-		select {
-		case code := <-s.exit:
-			t.Fatalf("serve exited %d before logging %q", code, msg)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no log line %q in time", msg)
-	return nil
-}
-
-// terminate stops serve as SIGTERM does and fails the test unless it
-// exits cleanly within 10s.
-func (s *server) terminate(t *testing.T) {
-	t.Helper()
-	s.stop()
-	select {
-	case code := <-s.exit:
-		if code != exitOK {
-			t.Fatalf("serve exited %d when stopped", code)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-}
-
-func startServe(t *testing.T, args ...string) *server {
-	t.Helper()
-	args = append([]string{"hookonce", "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"}, args...)
-	ctx, stop := context.WithCancel(context.Background())
-	s := &server{stop: stop, exit: make(chan int, 1), done: make(chan struct{}), stderr: &logLines{}}
-	go func() {
-		defer close(s.done)
-		app := newApp("dev", os.Stdout, s.stderr)
-		s.exit <- exitCode(app.RunContext(ctx, args))
-	}()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	s.addr = s.waitLog(t, "hookonce serving")["listen"].(string)
-	return s
+	return servetest.Start(t, servetest.Options{Run: inProcess, Args: args})
 }
 
 func writeFile(t *testing.T, path, content string) {

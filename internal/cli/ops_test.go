@@ -19,21 +19,10 @@ import (
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/dedupe/view"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
-
-// openSQLite opens the store file the CLI under test is pointed at.
-func openSQLite(t *testing.T, path string) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func TestServeRefusesAnOpenAdminListener(t *testing.T) {
 	dir := t.TempDir()
@@ -103,13 +92,13 @@ func TestServeAdminListener(t *testing.T) {
 	writeFile(t, tokFile, "\n  "+token+"\n")
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
 		"--admin-listen", "127.0.0.1:0", "--admin-token-file", tokFile)
-	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	admin := s.Admin
 
-	first := proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"ord-7"}`)
-	proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"ord-7"}`)
+	first := proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"ord-7"}`)
+	proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"ord-7"}`)
 
 	cases := []struct {
 		path, token string
@@ -147,13 +136,11 @@ func TestServeAdminListener(t *testing.T) {
 		})
 	}
 
-	s.terminate(t)
+	s.Terminate(t)
 	if _, err := http.Get(admin + "/healthz"); err == nil {
 		t.Fatal("the admin listener still answers after serve stopped")
 	}
-	s.stderr.mu.Lock()
-	defer s.stderr.mu.Unlock()
-	for _, l := range s.stderr.logs {
+	for _, l := range s.Logs() {
 		if b, _ := json.Marshal(l); strings.Contains(string(b), token) {
 			t.Fatalf("the log shows the admin token: %s", b)
 		}
@@ -164,7 +151,7 @@ func TestServeAdminListener(t *testing.T) {
 // byte and conflicts lists the changed payload.
 func TestLookupAndConflictsAfterTheProtocol(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")
-	store := openSQLite(t, path)
+	store := servetest.OpenStore(t, "sqlite:"+path)
 	proxytest.RunAcceptance(t, func(*testing.T) dedupe.Store { return store })
 	if t.Failed() {
 		t.FailNow()
@@ -231,10 +218,10 @@ senders:
 // processing by a proxy that died) so that the next delivery is processed.
 func TestReleaseFreesAStuckClaim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")
-	store := openSQLite(t, path)
+	store := servetest.OpenStore(t, "sqlite:"+path)
 	var hang atomic.Bool
 	hang.Store(true)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
 			time.Sleep(time.Second) // past upstream_timeout
 		}
@@ -317,7 +304,7 @@ func TestReleaseFreesAStuckClaim(t *testing.T) {
 // purge removes only what is older than asked, and never a live claim.
 func TestPurge(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")
-	store := openSQLite(t, path)
+	store := servetest.OpenStore(t, "sqlite:"+path)
 	ctx := context.Background()
 	now := time.Now()
 	claim := func(key string, lease, ttl time.Duration, done bool) {
@@ -419,9 +406,9 @@ func TestServeUISessionFlags(t *testing.T) {
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "token")
 	writeFile(t, tokFile, "tok-ui-sessions\n")
-	s := startServe(t, "--upstream", proxytest.NewUpstream(t, nil).URL, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
+	s := startServe(t, "--upstream", proxytest.NewSite(t, nil).URL, "--store", "sqlite:"+filepath.Join(dir, "h.db"),
 		"--admin-token-file", tokFile, "--admin-session-ttl", "1s", "--admin-secure-cookie")
-	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	admin := s.Admin
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.Get(admin + "/ui/login?token=tok-ui-sessions")
 	if err != nil {
@@ -452,5 +439,5 @@ func TestServeUISessionFlags(t *testing.T) {
 	if got := page(); got != http.StatusUnauthorized {
 		t.Fatalf("/ui/events after --admin-session-ttl: %d, want 401", got)
 	}
-	s.terminate(t)
+	s.Terminate(t)
 }

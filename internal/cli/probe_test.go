@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -19,12 +18,8 @@ import (
 // executions: a refused probe ran nothing there.
 func TestProbeExitCodes(t *testing.T) {
 	t.Setenv("ROBO_PROBE_SECRET", "robo-pass-2")
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hookonce.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	store := servetest.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "hookonce.db"))
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/forbidden.php" {
 			w.WriteHeader(http.StatusForbidden)
 			return

@@ -27,30 +27,40 @@ func readinessCommand() *cli.Command {
 		Name:  "readiness",
 		Usage: "judge from the recorded traffic whether each sender can go live (exit 0: every sender is ready)",
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "the config file serve runs with (sender rules)"},
+			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "the config file serve runs with (sender rules; default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml)"},
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
-			&cli.DurationFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "only the traffic of the last DURATION (e.g. 168h); default: since each sender was first seen, at most 35 days"},
+			&cli.StringFlag{Name: "since", EnvVars: []string{"HOOKONCE_SINCE"}, Usage: "count from TIME (a date 2006-01-02, a time 2006-01-02T15:04:05Z, or a DURATION ago such as 168h), under whatever rules; default: since each sender's rules last changed, at most 35 days"},
 		},
 		Action: runReadiness,
 	}
 }
 
 func runReadiness(c *cli.Context) error {
-	const usage = "usage: hookonce readiness --config FILE [--store DSN] [--sender S] [--since DURATION] [--json]"
-	if c.NArg() != 0 || c.String("config") == "" {
+	const usage = "usage: hookonce readiness [--config FILE] [--store DSN] [--sender S] [--since TIME] [--json]"
+	// The config and the environment file with its secrets, found as the
+	// other operator's commands find them (operatorConfig): as pasted on
+	// an installed host, `hookonce readiness` alone reads both.
+	path, err := operatorConfig(c)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if c.NArg() != 0 {
 		return cli.Exit(usage, exitUsage)
 	}
-	ct, err := contract.Load(c.String("config"))
+	if path == "" {
+		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+	}
+	ct, err := contract.Load(path)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
 	o := readiness.Options{Sender: c.String("sender"), DistinctKeys: true}
-	if c.IsSet("since") {
-		d := c.Duration("since")
-		if d <= 0 {
-			return cli.Exit(fmt.Sprintf("--since %s: want a positive duration such as 168h", d), exitUsage)
+	if v := c.String("since"); v != "" {
+		t, err := readiness.ParseSince(v, time.Now())
+		if err != nil {
+			return cli.Exit("--since "+err.Error(), exitUsage)
 		}
-		o.Since = time.Now().Add(-d)
+		o.Since = t
 	}
 	return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
 		rep, err := readiness.Build(ctx, s, ReadinessSenders(ct), o)
@@ -97,16 +107,34 @@ func ReadinessSenders(ct *contract.Contract) []readiness.Sender {
 		rs := readiness.Sender{Name: s.Name, Path: s.Path, Mode: string(s.Mode), Signed: s.HasSignature(),
 			HashJSON: s.Hash == contract.HashJSON, StoreRequestBody: s.StoreRequestBody,
 			Timeout: s.UpstreamTimeout, TimeoutFrom: "upstream_timeout",
-			Success: successWords(s.Success)}
+			Success: successWords(s.Success), InProgressReject: s.InProgress == contract.InProgressReject,
+			Rules: s.RulesTag()}
 		if d, ok := documentedTimeout[s.Preset]; ok {
 			rs.Timeout, rs.TimeoutFrom = d, s.Preset+"'s documented timeout"
 		}
 		for _, k := range s.Keys {
 			rs.Keys = append(rs.Keys, string(k.Source)+":"+k.Name)
 		}
+		if u, ok := uniqueKeys[s.Preset]; ok && slices.Equal(rs.Keys, u.keys) {
+			rs.UniqueKey = u.why
+		}
 		out = append(out, rs)
 	}
 	return out
+}
+
+// uniqueKeys are the presets whose key their provider documents as
+// unique per notification (docs/senders.md cites each): under it a
+// changed payload is no second notification, and the report never
+// proposes a field for the key (it reports the conflict to look at). It
+// holds only while the sender keeps the preset's key.
+var uniqueKeys = map[string]struct {
+	keys []string
+	why  string
+}{
+	// Robokassa's Result URL documentation: one notification per paid
+	// invoice; refunds and receipts are requests the shop makes.
+	"robokassa": {[]string{"request:InvId"}, "Robokassa sends its Result URL notification once per paid invoice (InvId)"},
 }
 
 // documentedTimeout is how long a preset's provider waits for an answer,
@@ -155,10 +183,10 @@ func (m *Main) setReadinessSenders(ct *contract.Contract) {
 // readinessReport builds the report over serve's store for the rules in
 // force; distinct reads the records' aggregate too (the page does; the
 // gauge, every minute, does not).
-func (m *Main) readinessReport(ctx context.Context, distinct bool) (readiness.Report, error) {
+func (m *Main) readinessReport(ctx context.Context, distinct bool, since time.Time) (readiness.Report, error) {
 	var senders []readiness.Sender
 	if p := m.readinessSenders.Load(); p != nil {
 		senders = *p
 	}
-	return readiness.Build(ctx, m.store, senders, readiness.Options{DistinctKeys: distinct})
+	return readiness.Build(ctx, m.store, senders, readiness.Options{DistinctKeys: distinct, Since: since})
 }

@@ -78,7 +78,7 @@ func form(v url.Values) string { return v.Encode() }
 //   - stripe: 20 events, 6 of them sent again with pending_webhooks
 //     counting down (a volatile field: ignore it);
 //   - shop: 22 orders, 4 exact retries, and order 7 notified twice, paid
-//     and then refunded, differing in refundedAmount (a key that collides
+//     and then refunded, differing in refundId (a key that collides
 //     for two real notifications: add it to the key);
 //   - legacy: 21 notifications, 3 retried; the site answers "done" without
 //     its success marker "OK<id>";
@@ -108,7 +108,7 @@ func recordedMix(offset int) []delivery {
 	}
 	shop := func(i int, status string, refunded int) delivery {
 		return delivery{"/webhooks/shop", "application/json",
-			fmt.Sprintf(`{"orderId":"%d","status":"%s","refundedAmount":%d}`, offset+i, status, refunded)}
+			fmt.Sprintf(`{"orderId":"%d","status":"%s","refundId":%d}`, offset+i, status, refunded)}
 	}
 	for i := range 22 {
 		out = append(out, shop(i, "paid", 0))
@@ -290,11 +290,11 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 
 	sh := senderReport(t, rep, "shop")
 	if sh.Verdict != readiness.NotReady || sh.Changed != 1 || sh.ExactRepeats != 4 ||
-		!findingWith(sh.Problems, "two payloads per key differ in `refundedAmount`", "add `refundedAmount` to the key") {
-		t.Errorf("shop: %s, changed %d, repeats %d, problems %+v; want not ready, refundedAmount → key", sh.Verdict, sh.Changed, sh.ExactRepeats, sh.Problems)
+		!findingWith(sh.Problems, "two payloads per key differ in `refundId`", "add `refundId` to the key") {
+		t.Errorf("shop: %s, changed %d, repeats %d, problems %+v; want not ready, refundId → key", sh.Verdict, sh.Changed, sh.ExactRepeats, sh.Problems)
 	}
 	if len(sh.ChangedFields) != 1 || sh.ChangedFields[0].Example != "7" {
-		t.Errorf("shop: changed fields %+v, want refundedAmount with example key 7", sh.ChangedFields)
+		t.Errorf("shop: changed fields %+v, want refundId with example key 7", sh.ChangedFields)
 	}
 
 	lg := senderReport(t, rep, "legacy")
@@ -330,7 +330,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 		t.Errorf("readiness without --config: exit %d, want 2", code)
 	}
 	out, _, code := hookonce(t, "readiness", "--store", store, "--config", cfgFile)
-	for _, want := range []string{"robokassa: READY", "stripe: NOT READY", "add `pending_webhooks` to `ignore`", "add `refundedAmount` to the key",
+	for _, want := range []string{"robokassa: READY", "stripe: NOT READY", "add `pending_webhooks` to `ignore`", "add `refundId` to the key",
 		"path /bitrix/tools/sale_ps_result.php: 5 deliveries matched no sender"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("readiness text lacks %q:\n%s", want, out)

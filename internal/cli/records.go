@@ -1,125 +1,17 @@
+// What the record commands (lookup, list, conflicts) share: --json, --key
+// and the JSON printer.
+
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/hookonce/hookonce/admin"
-	"github.com/hookonce/hookonce/contract"
-	"github.com/hookonce/hookonce/dedupe"
-	"github.com/hookonce/hookonce/dedupe/view"
-	"github.com/hookonce/hookonce/proxy"
 )
 
 func jsonFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "json", EnvVars: []string{"HOOKONCE_JSON"}, Usage: "print JSON for scripts"}
-}
-
-func lookupCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "lookup",
-		Usage:     "show one record and the answer stored for it",
-		ArgsUsage: "SENDER KEY",
-		Flags:     []cli.Flag{storeFlag(), jsonFlag()},
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return cli.Exit("usage: hookonce lookup [--store DSN] [--json] SENDER KEY", exitUsage)
-			}
-			sender, key := c.Args().Get(0), c.Args().Get(1)
-			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
-				rec, err := s.Get(ctx, sender, key)
-				if errors.Is(err, dedupe.ErrNotFound) {
-					return cli.Exit(fmt.Sprintf("no record for sender %q key %q", sender, key), exitNotFound)
-				}
-				if err != nil {
-					return cli.Exit(err.Error(), exitRuntime)
-				}
-				if c.Bool("json") {
-					return printJSON(c.App.Writer, view.Record(rec))
-				}
-				printRecord(c.App.Writer, rec)
-				return nil
-			})
-		},
-	}
-}
-
-func listCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "list",
-		Usage: "list recent records, newest first",
-		Flags: []cli.Flag{storeFlag(), jsonFlag(),
-			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
-			keyPartFlag(),
-			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
-			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml; without one: " + contract.DefaultUnretriedAfter.String() + " for all)"},
-			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
-		},
-		Action: func(c *cli.Context) error {
-			state, unretried, err := dedupe.ParseState(c.String("status"))
-			if err != nil {
-				return cli.Exit(fmt.Sprintf("--status %q: %v", c.String("status"), err), exitUsage)
-			}
-			ct := contract.Empty()
-			path := c.String("config")
-			if unretried && path == "" {
-				// The senders' retry windows from the config an operator's
-				// commands find (operatorConfig).
-				if path, err = operatorConfig(c); err != nil {
-					return cli.Exit(err.Error(), exitUsage)
-				}
-			}
-			if path != "" {
-				var err error
-				if ct, err = contract.Load(path); err != nil {
-					return cli.Exit(err.Error(), exitUsage)
-				}
-			}
-			return withStore(c, readOnly, func(ctx context.Context, s dedupe.Store) error {
-				var recs []dedupe.Record
-				if unretried {
-					for _, st := range []dedupe.State{dedupe.StateReleased, dedupe.StateUnknown} {
-						some, err := s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: st, Limit: c.Int("limit")})
-						if err != nil {
-							return cli.Exit(err.Error(), exitRuntime)
-						}
-						for _, r := range some {
-							after := contract.DefaultUnretriedAfter
-							if snd := ct.Sender(r.Sender); snd != nil {
-								after = snd.UnretriedAfter()
-							}
-							if proxy.IsUnretried(r, after, time.Now()) {
-								recs = append(recs, r)
-							}
-						}
-					}
-				} else {
-					var err error
-					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Limit: c.Int("limit")})
-					if err != nil {
-						return cli.Exit(err.Error(), exitRuntime)
-					}
-				}
-				if c.Bool("json") {
-					out := make([]view.RecordJSON, 0, len(recs))
-					for _, r := range recs {
-						out = append(out, view.Record(r))
-					}
-					return printJSON(c.App.Writer, out)
-				}
-				printRecordTable(c.App.Writer, recs, time.Now())
-				return nil
-			})
-		},
-	}
 }
 
 // keyPartFlag is list's and conflicts' --key: the whole key, or one whole
@@ -134,77 +26,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SENDER\tKEY\tSTATE\tSTATUS\tAGE\tHITS\tTAKEOVERS\tATTEMPTS")
-	for _, r := range recs {
-		status := "-"
-		if r.Response != nil {
-			status = fmt.Sprint(r.Response.Status)
-		} else if a := r.LastAttempt(); a.Status != 0 {
-			status = fmt.Sprintf("(%d)", a.Status)
-		}
-		state := string(r.State)
-		if r.LeaseExpired(now) {
-			state += " (lease expired)"
-		} else if r.State == dedupe.StateProcessing && !r.LeaseUntil.IsZero() {
-			state += " (lease " + admin.Age(r.LeaseUntil, now) + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Sender, r.Key, state, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers, len(r.Attempts))
-	}
-	tw.Flush()
-}
-
-func printRecord(w io.Writer, r dedupe.Record) {
-	j := view.Record(r)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
-	row("sender", j.Sender)
-	row("key", j.Key)
-	row("state", j.State)
-	row("payload_sha256", j.PayloadSHA256)
-	row("received_at", j.ReceivedAt.Format(time.RFC3339))
-	if j.CompletedAt != nil {
-		row("completed_at", j.CompletedAt.Format(time.RFC3339))
-	}
-	if j.LeaseUntil != nil {
-		lease := j.LeaseUntil.Format(time.RFC3339)
-		if r.LeaseExpired(time.Now()) {
-			lease += " (expired: the next delivery takes the claim over)"
-		}
-		row("lease_until", lease)
-	}
-	row("expires_at", j.ExpiresAt.Format(time.RFC3339))
-	row("hits", j.Hits)
-	row("takeovers", j.Takeovers)
-	row("request_kept", j.RequestKept)
-	tw.Flush()
-	if len(j.Attempts) > 0 {
-		fmt.Fprintln(w, "attempts:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  AT\tBY\tOUTCOME\tSTATUS\tDURATION\tWAITED\tREPLICA")
-		for _, a := range j.Attempts {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%dms\t%s\n", a.At.Format(time.RFC3339), a.By, a.Outcome, a.Status, a.DurationMS, a.WaitMS, a.Replica)
-		}
-		tw.Flush()
-	}
-	if j.Response == nil {
-		fmt.Fprintln(w, "response: (none yet)")
-		return
-	}
-	fmt.Fprintf(w, "response: %d", j.Response.Status)
-	if j.Response.Truncated {
-		fmt.Fprint(w, " (body truncated when stored)")
-	}
-	fmt.Fprintln(w)
-	for k, vs := range j.Response.Headers {
-		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(vs, ", "))
-	}
-	if j.Response.BodyText != nil {
-		fmt.Fprintf(w, "\n%s\n", *j.Response.BodyText)
-	} else {
-		fmt.Fprintf(w, "\n(binary body, base64) %s\n", j.Response.BodyBase64)
-	}
 }

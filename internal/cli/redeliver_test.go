@@ -15,7 +15,7 @@ import (
 // one event, then every unretried one; a done event is refused.
 func TestRedeliverCommand(t *testing.T) {
 	var up atomic.Bool
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -34,9 +34,9 @@ senders:
 `)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", store)
-	admin := "http://" + s.waitLog(t, "admin listener serving")["listen"].(string)
+	admin := s.Admin
 	for _, id := range []string{"a", "b", "c"} {
-		if r := proxytest.Post(t, "http://"+s.addr+"/hooks/shop", `{"id":"`+id+`"}`); r.Status != 503 {
+		if r := proxytest.Post(t, s.URL+"/hooks/shop", `{"id":"`+id+`"}`); r.Status != 503 {
 			t.Fatalf("site down: %d", r.Status)
 		}
 	}

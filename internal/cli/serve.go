@@ -268,7 +268,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
 	go func() {
 		defer m.loops.Done()
-		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, false) }, log)
+		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, false, time.Time{}) }, log)
 	}()
 	return nil
 }
@@ -416,7 +416,9 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 			}
 			return admin.Redelivery{Outcome: res.Outcome, Status: res.Status, Body: string(res.Body)}, nil
 		},
-		Readiness: func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, true) },
+		Readiness: func(ctx context.Context, since time.Time) (readiness.Report, error) {
+			return m.readinessReport(ctx, true, since)
+		},
 		Accept: func(ctx context.Context, sender, key, id, by string) (admin.Acceptance, error) {
 			res, err := p.Accept(ctx, sender, key, id, by)
 			if errors.Is(err, proxy.ErrNoSender) {

@@ -15,13 +15,13 @@ import (
 
 func TestServeReplayAndLookup(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfg, e2eConfig)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	s := startServe(t, "--upstream", site.URL, "--config", cfg, "--store", store)
 
-	url := "http://" + s.addr + "/hooks/shop"
+	url := s.URL + "/hooks/shop"
 	first := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
 	again := proxytest.Post(t, url, `{"id":"ord-1","total":"10.00"}`)
 	if first.Status != 200 || !again.Replayed() || string(again.Body) != string(first.Body) {
@@ -61,7 +61,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 		t.Fatalf("list --json exit %d: %s", code, out)
 	}
 
-	s.terminate(t)
+	s.Terminate(t)
 }
 
 // Main runs without the command line: Run returns once both listeners
@@ -69,7 +69,7 @@ func TestServeReplayAndLookup(t *testing.T) {
 // at the site after the drain timeout and releases its claim.
 func TestMainRunReloadClose(t *testing.T) {
 	dir := t.TempDir()
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("stuck") {
 			select {
 			case <-r.Context().Done():

@@ -57,7 +57,7 @@ func acceptanceSite() http.HandlerFunc {
 // against newStore's backend, counting executions at the site.
 func RunAcceptance(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 	store := newStore(t)
-	site := NewUpstream(t, acceptanceSite())
+	site := NewSite(t, acceptanceSite())
 	px := Start(t, store, site.URL, AcceptanceConfig)
 	url := px.URL + "/hooks/shop"
 	run := fmt.Sprint(time.Now().UnixNano())

@@ -42,7 +42,7 @@ func RunOutageThroughProxy(t *testing.T, store dedupe.Store, defaults string, ou
     match: { path: /hooks/shop }
     key: [ { body: id } ]
 `
-	site := NewUpstream(t, nil)
+	site := NewSite(t, nil)
 	px := Start(t, store, site.URL, config)
 	url := px.URL + "/hooks/shop"
 	for _, o := range outages {

@@ -1,5 +1,5 @@
 // Package proxytest holds test helpers shared by every backend's tests: a
-// counting upstream, a proxy started in front of it, and the acceptance
+// counting site, a proxy started in front of it, and the acceptance
 // protocol (docs/decision-table.md) run through real HTTP.
 package proxytest
 
@@ -24,33 +24,35 @@ import (
 	"github.com/hookonce/hookonce/proxy"
 )
 
-// Upstream is a site that counts executions of its handler per event id
+// Site is a site that counts executions of its handler per event id
 // (the X-Event-Id header, else the JSON body's "id"), and its peak
 // concurrency.
-type Upstream struct {
+type Site struct {
 	*httptest.Server
 	handler http.HandlerFunc
 
 	mu        sync.Mutex // guards the fields below
 	execs     map[string]int
+	times     map[string][]time.Time // when each call for an id came
 	total     int
 	inflight  int
 	peak      int
 	lastByKey map[string]http.Header
 }
 
-// NewUpstream starts a counting site. h runs after the call is counted;
-// nil answers 200 {"ok":true,"id":…}.
-func NewUpstream(t testing.TB, h http.HandlerFunc) *Upstream {
+// NewSite starts a counting site. h runs after the call is counted
+// (CallNumber tells it which call of its id it is); nil answers 200
+// {"ok":true,"id":…}.
+func NewSite(t testing.TB, h http.HandlerFunc) *Site {
 	t.Helper()
-	return NewUpstreamWith(t, h, nil)
+	return NewSiteWith(t, h, nil)
 }
 
-// NewUpstreamWith is NewUpstream with configure run on the site's server
+// NewSiteWith is NewSite with configure run on the site's server
 // before it starts (nil: nothing).
-func NewUpstreamWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server)) *Upstream {
+func NewSiteWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server)) *Site {
 	t.Helper()
-	u := &Upstream{handler: h, execs: map[string]int{}, lastByKey: map[string]http.Header{}}
+	u := &Site{handler: h, execs: map[string]int{}, times: map[string][]time.Time{}, lastByKey: map[string]http.Header{}}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
 	if configure != nil {
 		configure(u.Server.Config)
@@ -78,12 +80,14 @@ func EventID(r *http.Request, body []byte) string {
 	return ""
 }
 
-func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+func (u *Site) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	id := EventID(r, body)
 	u.mu.Lock()
 	u.execs[id]++
+	n := u.execs[id]
+	u.times[id] = append(u.times[id], time.Now())
 	u.total++
 	u.inflight++
 	if u.inflight > u.peak {
@@ -97,7 +101,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.mu.Unlock()
 	}()
 	if u.handler != nil {
-		u.handler(w, r)
+		u.handler(w, r.WithContext(context.WithValue(r.Context(), callKey{}, n)))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -109,29 +113,56 @@ func jsonString(s string) string {
 	return string(b)
 }
 
+type callKey struct{}
+
+// CallNumber is, in a Site's handler, the call's number among the
+// calls for its id, from 1 (0 outside one).
+func CallNumber(r *http.Request) int {
+	n, _ := r.Context().Value(callKey{}).(int)
+	return n
+}
+
+// Times returns when the handler ran for id.
+func (u *Site) Times(id string) []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]time.Time(nil), u.times[id]...)
+}
+
+// Upstream and NewUpstream are the old names of Site and NewSite, kept
+// only while tests written before the rename (the readiness tests, which
+// another change is editing) move onto the new ones; use Site and NewSite.
+type Upstream = Site
+
+// NewUpstream is NewSite under its old name (see Upstream).
+func NewUpstream(t testing.TB, h http.HandlerFunc) *Site {
+	t.Helper()
+	return NewSite(t, h)
+}
+
 // Executions returns how many times the handler ran for id.
-func (u *Upstream) Executions(id string) int {
+func (u *Site) Executions(id string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.execs[id]
 }
 
 // Total returns every call the handler got.
-func (u *Upstream) Total() int {
+func (u *Site) Total() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.total
 }
 
 // Peak returns the highest number of calls running at once.
-func (u *Upstream) Peak() int {
+func (u *Site) Peak() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.peak
 }
 
 // LastHeader returns the headers of the last call for id.
-func (u *Upstream) LastHeader(id string) http.Header {
+func (u *Site) LastHeader(id string) http.Header {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.lastByKey[id]
@@ -163,15 +194,15 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
-// Start runs a proxy with configYAML in front of upstreamURL, logging JSON
+// Start runs a proxy with configYAML in front of siteURL, logging JSON
 // into Logs and registering metrics in a fresh registry.
-func Start(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *Instance {
+func Start(t testing.TB, store dedupe.Store, siteURL, configYAML string) *Instance {
 	t.Helper()
 	c, err := contract.Parse([]byte(configYAML), "test.yaml")
 	if err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	u, err := url.Parse(upstreamURL)
+	u, err := url.Parse(siteURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +225,9 @@ func Start(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *In
 }
 
 // StartProxy is Start for callers that only need the server.
-func StartProxy(t testing.TB, store dedupe.Store, upstreamURL, configYAML string) *httptest.Server {
+func StartProxy(t testing.TB, store dedupe.Store, siteURL, configYAML string) *httptest.Server {
 	t.Helper()
-	return Start(t, store, upstreamURL, configYAML).Server
+	return Start(t, store, siteURL, configYAML).Server
 }
 
 // Reply is one answer as the sender saw it.

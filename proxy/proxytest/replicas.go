@@ -39,7 +39,7 @@ type Storm struct {
 // no replica logs an answer not stored, and no replica still waits on a
 // key once every delivery ended.
 func RunStorm(t *testing.T, newStore func(t *testing.T) dedupe.Store, st Storm) {
-	site := NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(150 * time.Millisecond) // every copy arrives while the first runs
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)

@@ -18,7 +18,7 @@ import (
 // It counts shipments per order and the peak number of handlers running
 // at once for one order and in all.
 type NaiveShop struct {
-	*Upstream
+	*Site
 	mu        sync.Mutex
 	shipments map[string]int
 	running   map[string]int
@@ -29,7 +29,7 @@ type NaiveShop struct {
 // NewNaiveShop starts the site; each event's JSON body names its "order".
 func NewNaiveShop(t testing.TB, work time.Duration) *NaiveShop {
 	s := &NaiveShop{shipments: map[string]int{}, running: map[string]int{}, work: work}
-	s.Upstream = NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	s.Site = NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
 			Order string `json:"order"`
 		}

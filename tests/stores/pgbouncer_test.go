@@ -28,7 +28,7 @@ func TestPgBouncerReplicaStorm(t *testing.T) {
 // event once and replays its stored answer.
 func TestPgBouncerServe(t *testing.T) {
 	b := pgbouncertest.Start(t, pgtest.Shared(t), pgbouncertest.Options{})
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	_, url := startBinary(t, b.Database(t, ""), site.URL)
 	first := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)
 	again := proxytest.Post(t, url+"/hooks/shop", `{"id":"serve-1"}`)

@@ -91,7 +91,7 @@ func runSynchronousFailover(t *testing.T) failoverResult {
 	// The site counts every run; the "stall-" events wait for the test to
 	// stall the link before they answer.
 	gate := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("X-Test-Event"), "stall-") {
 			<-gate
 		}

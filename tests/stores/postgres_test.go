@@ -3,7 +3,6 @@ package stores
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
+	"github.com/hookonce/hookonce/internal/testkit/servetest"
 	"github.com/hookonce/hookonce/internal/testkit/testenv"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
@@ -84,7 +84,7 @@ func TestPostgresPausedDatabaseThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	px := proxytest.Start(t, store, site.URL, outageConfig)
 	url := px.URL + "/hooks/shop"
 	if got := proxytest.Post(t, url, `{"id":"before-pause"}`); got.Status != http.StatusOK {
@@ -160,8 +160,8 @@ func init() {
 }
 
 // startChild runs a hookonce process on dsn in front of upstream and
-// returns it and its address.
-func startChild(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
+// returns how to kill it and its address.
+func startChild(t *testing.T, dsn, upstream string) (kill9 func(), url string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "HOOKONCE_PGTEST_DSN="+dsn, "HOOKONCE_PGTEST_UPSTREAM="+upstream)
@@ -179,51 +179,27 @@ func startChild(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
 	if err != nil || !ok {
 		t.Fatalf("child did not start: %q %v", line, err)
 	}
-	return cmd, "http://" + addr
+	return func() { cmd.Process.Kill(); cmd.Wait() }, "http://" + addr
 }
 
 // startBinary builds the hookonce binary and runs `hookonce serve` on dsn in
 // front of upstream with crashConfig.
-func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
+func startBinary(t *testing.T, dsn, upstream string) (kill9 func(), url string) {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool to build the binary with")
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hookonce")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/hookonce/hookonce").CombinedOutput(); err != nil {
+	bin, err := servetest.Build(dir, nil)
+	if err != nil {
 		// Outside CI, package main may be mid-edit while this package is
 		// tested on its own; test.sh builds it first, and CI must not skip.
-		testenv.Missing(t, fmt.Sprintf("go build of hookonce failed: %v\n%s", err, out), "package main may be mid-edit; test.sh builds it first")
+		testenv.Missing(t, err.Error(), "package main may be mid-edit; test.sh builds it first")
 	}
 	cfg := filepath.Join(dir, "hookonce.yaml")
 	if err := os.WriteFile(cfg, []byte(crashConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--store", dsn, "--config", cfg,
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json")
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	logs, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(logs)
-	var seen []string
-	for lines.Scan() {
-		var entry struct{ Msg, Listen string }
-		if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "hookonce serving" {
-			go io.Copy(io.Discard, logs)
-			return cmd, "http://" + entry.Listen
-		}
-		seen = append(seen, lines.Text())
-	}
-	t.Fatalf("hookonce serve exited before it listened:\n%s", strings.Join(seen, "\n"))
-	return nil, ""
+	s := servetest.Start(t, servetest.Options{Bin: bin, Env: []string{"PATH=/usr/bin:/bin"},
+		Args: []string{"--upstream", upstream, "--store", dsn, "--config", cfg}})
+	return func() { s.Kill9(t) }, s.URL
 }
 
 // A hookonce process dies (kill -9) while its request sits at a slow site.
@@ -233,7 +209,7 @@ func startBinary(t *testing.T, dsn, upstream string) (*exec.Cmd, string) {
 func TestPostgresCrashedProcessClaimIsTakenOver(t *testing.T) {
 	starters := []struct {
 		name  string
-		start func(t *testing.T, dsn, upstream string) (*exec.Cmd, string)
+		start func(t *testing.T, dsn, upstream string) (kill9 func(), url string)
 	}{
 		{"TestBinaryAsProxy", startChild},
 		{"HookonceServe", startBinary},
@@ -243,14 +219,14 @@ func TestPostgresCrashedProcessClaimIsTakenOver(t *testing.T) {
 	}
 }
 
-func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream string) (*exec.Cmd, string)) {
+func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream string) (kill9 func(), url string)) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	arrived := make(chan struct{}, 1)
 	unblock := make(chan struct{})
 	defer close(unblock)
 	var calls sync.Mutex
 	first := true
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		calls.Lock()
 		wasFirst := first
 		first = false
@@ -264,7 +240,7 @@ func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream s
 		}
 		io.WriteString(w, `{"ok":true}`)
 	})
-	child, childURL := startProcess(t, dsn, site.URL)
+	kill9, childURL := startProcess(t, dsn, site.URL)
 	body := `{"id":"crash-1"}`
 	go func() {
 		// Its answer never comes: the process dies under it.
@@ -284,10 +260,7 @@ func crashTakeover(t *testing.T, startProcess func(t *testing.T, dsn, upstream s
 	if err != nil || held.State != dedupe.StateProcessing {
 		t.Fatalf("claim while at the site: %+v, %v", held, err)
 	}
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
+	kill9()
 
 	second := proxytest.Start(t, store, site.URL, crashConfig)
 	url := second.URL + "/hooks/shop"

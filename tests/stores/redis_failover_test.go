@@ -182,7 +182,7 @@ func runSentinelFailover(t *testing.T, name string, sc sentinelScenario) sentine
 	query := sc.query
 	t.Run(name, func(t *testing.T) {
 		d := redistest.StartSentinel(t, redistest.SentinelOptions{Replicas: 2, Sentinels: 3, ServerArgs: sc.serverArgs})
-		site := proxytest.NewUpstream(t, nil)
+		site := proxytest.NewSite(t, nil)
 		var proxies []string
 		var instances []*proxytest.Instance
 		for range 3 {

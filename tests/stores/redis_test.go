@@ -75,7 +75,7 @@ func TestRedisWaitReplicasThroughProxy(t *testing.T) {
 	primary, link := redistest.StartPrimaryWithReplica(t)
 	url := primary.URL() + "?wait_replicas=1&wait_replicas_timeout=300ms"
 	stallAtSite := make(chan struct{}, 1)
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-stallAtSite:
 			link.Stall() // while the site works: the completion cannot be confirmed

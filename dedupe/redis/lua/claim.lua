@@ -4,7 +4,8 @@
 -- ARGV: 1 member "sender:key", 2 key, 3 sender, 4 channel,
 --       5 payload hash, 6 owner, 7 lease ms, 8 ttl ms,
 --       9 keep request body "1"/"0", 10 request body,
---       11 keep request head "1"/"0", 12 request head (JSON)
+--       11 keep request head "1"/"0", 12 request head (JSON),
+--       13 fingerprint ("" for none)
 -- Returns {outcome, field, value, ...} (the record after the claim).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -22,8 +23,9 @@ end
 local function own()
   local lu, ea = now + tonumber(ARGV[7]), now + tonumber(ARGV[8])
   redis.call('HSET', rec, 'st', 'processing', 'h', ARGV[5], 'o', ARGV[6], 'lu', lu, 'ra', now, 'ea', ea)
-  redis.call('HDEL', rec, 'lo', 'ca', 'rs', 'rh', 'rb', 'rt', 'qb', 'qm')
+  redis.call('HDEL', rec, 'lo', 'ca', 'rs', 'rh', 'rb', 'rt', 'qb', 'qm', 'fp')
   if ARGV[9] == '1' then redis.call('HSET', rec, 'qb', ARGV[10]) end
+  if ARGV[13] and ARGV[13] ~= '' then redis.call('HSET', rec, 'fp', ARGV[13]) end
   if ARGV[11] == '1' then redis.call('HSET', rec, 'qm', ARGV[12]) end
   redis.call('PEXPIREAT', rec, math.max(ea, lu))
   if #KEYS > 1 then

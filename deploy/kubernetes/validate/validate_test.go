@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -189,6 +190,28 @@ func TestManifests(t *testing.T) {
 			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 				t.Errorf("container %s: want cpu and memory requests and a memory limit, got %v", c.Name, c.Resources)
 			}
+		}
+	})
+
+	t.Run("MemoryAboveBodyBudget", func(t *testing.T) {
+		// hookonce's defaults (contract.DefaultMaxInflight × (DefaultMaxBody
+		// + DefaultMaxStoredBody), docs/configuration.md "Memory is
+		// bounded"): this module does not import hookonce's, so the sum is
+		// written out; the systemd unit's test computes it from contract.
+		const budget = 256 * (1<<20 + 256<<10)
+		const room = 128 << 20
+		limit := ho.Resources.Limits.Memory().Value()
+		if limit < budget+room {
+			t.Errorf("hookonce memory limit %d MiB, want at least %d MiB: the body budget %d MiB and %d MiB for the process",
+				limit>>20, (budget+room)>>20, budget>>20, room>>20)
+		}
+		q, err := resource.ParseQuantity(strings.TrimSuffix(env(ho, "GOMEMLIMIT"), "B"))
+		if err != nil {
+			t.Fatalf("GOMEMLIMIT = %q: %v", env(ho, "GOMEMLIMIT"), err)
+		}
+		soft := q.Value()
+		if soft < budget || soft >= limit {
+			t.Errorf("GOMEMLIMIT = %q, want between the body budget (%d MiB) and the limit (%d MiB)", env(ho, "GOMEMLIMIT"), budget>>20, limit>>20)
 		}
 	})
 

@@ -56,7 +56,7 @@ senders:
 // way, once.
 func RunAcceptConflict(t *testing.T, newStore func(t *testing.T) dedupe.Store) {
 	store := newStore(t)
-	site := NewUpstream(t, nil)
+	site := NewSite(t, nil)
 	px := Start(t, store, site.URL, AcceptConfig)
 	run := fmt.Sprint(time.Now().UnixNano())
 	ctx := func() context.Context {

@@ -74,7 +74,7 @@ func isDialError(err error) bool {
 	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// newTransport is tuned for one upstream on the same host: many idle
+// newTransport is tuned for one site on the same host: many idle
 // connections, no transparent compression (bodies are stored as the site
 // sent them).
 func newTransport() *http.Transport {
@@ -125,17 +125,17 @@ func isTimeout(err error) bool {
 // newReverseProxies builds the two forwarders: pass streams requests that
 // match no sender untouched; capture forwards webhook deliveries into a
 // capture.
-func newReverseProxies(upstream *url.URL, t http.RoundTripper, keepIdle time.Duration, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
+func newReverseProxies(site *url.URL, t http.RoundTripper, keepIdle time.Duration, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
 	rewrite := func(pr *httputil.ProxyRequest) {
-		pr.SetURL(upstream)
+		pr.SetURL(site)
 		// ReverseProxy re-encodes a query that net/url cannot parse (a
 		// stray "%", ";"), dropping and reordering fields: the site would
 		// read another query than the one judged. Send it as it came.
 		switch {
-		case upstream.RawQuery == "":
+		case site.RawQuery == "":
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 		case pr.In.URL.RawQuery != "":
-			pr.Out.URL.RawQuery = upstream.RawQuery + "&" + pr.In.URL.RawQuery
+			pr.Out.URL.RawQuery = site.RawQuery + "&" + pr.In.URL.RawQuery
 		}
 		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
 		// The site learns the client's address from hookonce alone (trap
@@ -178,7 +178,7 @@ func newReverseProxies(upstream *url.URL, t http.RoundTripper, keepIdle time.Dur
 	// keep-alives off.
 	ct := t
 	if ht, ok := t.(*http.Transport); ok {
-		if upstream.Scheme == "http" {
+		if site.Scheme == "http" {
 			ct = oneshot.New(newDialer().DialContext, keepIdle)
 		} else {
 			ht = ht.Clone()

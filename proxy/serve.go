@@ -1,3 +1,8 @@
+// The top of a request's journey: ServeHTTP finds the route, and the
+// delivery (the state every later stage shares: claim.go, forward.go,
+// settle.go, …) is judged here by the contract (rows 1–3) before it is
+// claimed.
+
 package proxy
 
 import (
@@ -15,6 +20,34 @@ import (
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 )
+
+// ServeHTTP implements http.Handler. It finds the route of the path the
+// site will run (a sender's path in any spelling PHP and nginx accept);
+// requests on paths no sender names are streamed to the site untouched.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := p.contract.Load()
+	path, rt, err := c.Locate(r.URL.EscapedPath())
+	if err != nil {
+		// No site runs such a path, or hookonce cannot tell whether it
+		// reaches a sender's script: refuse it rather than guess.
+		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
+		answerBadPath(w, err)
+		return
+	}
+	if rt == nil {
+		p.pass.ServeHTTP(w, r)
+		return
+	}
+	d := &delivery{p: p, c: c, rt: rt, path: path, w: w, r: r, start: time.Now(), log: p.log, by: dedupe.AttemptBySender}
+	// A method no sender accepts is answered unread (405, or forwarded),
+	// unless the route forwards it and a signed sender's delivery could
+	// be resent under it: then it is judged as any request is.
+	if !rt.AcceptsMethod(r.Method) && !rt.JudgesUnaccepted(r.Method) {
+		d.unmatched(nil, "method "+r.Method+" is not accepted on this path")
+		return
+	}
+	d.serve()
+}
 
 // delivery is one request on a sender's path on its way through the
 // decision table.
@@ -36,6 +69,7 @@ type delivery struct {
 	arriving int64      // bytes of its peer's share held while the body arrives
 	key      string
 	hash     string
+	fp       []byte // the delivery's fingerprint, once made (fingerprint.go)
 	// legacyHash is the payload hash an older hookonce stored for this
 	// payload, when it differs from hash: claimed with once more when hash
 	// conflicts, so an event stored before an upgrade stays a duplicate.
@@ -54,12 +88,12 @@ type delivery struct {
 	objectWait  time.Duration // how long the delivery waited for it
 	leaveObject func()        // leaves the local queue of the object
 
-	upstreamStatus int
-	upstreamTime   time.Duration
-	by             string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
-	outcome        string // the decision, once made (as counted)
-	siteDown       int64  // this forward found the site unreachable: the how-manieth in a row
-	siteFailed     int64  // the site answered this forward with a failure: the how-manieth in a row
+	siteStatus int
+	siteTime   time.Duration
+	by         string // dedupe.AttemptBySender, or AttemptByOperator for a redelivery
+	outcome    string // the decision, once made (as counted)
+	siteDown   int64  // this forward found the site unreachable: the how-manieth in a row
+	siteFailed int64  // the site answered this forward with a failure: the how-manieth in a row
 	// quiet: done counts the decision but writes no line (an unmatched
 	// request a recent line of its path already stands for, unmatchedLine).
 	quiet bool
@@ -93,8 +127,8 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	}
 	as = append(as, slog.String("key", d.key), slog.String("outcome", outcome), slog.Int("status", status),
 		slog.Int64("duration_ms", time.Since(d.start).Milliseconds()))
-	if d.upstreamStatus != 0 || d.upstreamTime != 0 {
-		as = append(as, slog.Int("upstream_status", d.upstreamStatus), slog.Int64("upstream_ms", d.upstreamTime.Milliseconds()))
+	if d.siteStatus != 0 || d.siteTime != 0 {
+		as = append(as, slog.Int("upstream_status", d.siteStatus), slog.Int64("upstream_ms", d.siteTime.Milliseconds()))
 	}
 	if d.object != "" && outcome != OutcomeObjectBusy { // object_busy names it itself
 		as = append(as, slog.String("scope", d.s.Serialize.Scope), slog.String("object", d.object), slog.Int64("object_wait_ms", d.objectWait.Milliseconds()))

@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// The HMAC-header schemes share hmacVerifier: one file per provider's
-// header format (scheme_stripe.go, scheme_github.go, …), the generic
-// header here.
+// Scheme hmac-sha256 (the generic header: <prefix><hex or base64> of the
+// body's HMAC-SHA256), and hmacVerifier, which it shares with the
+// providers' HMAC-header schemes: one file per provider's header format
+// (scheme_stripe.go, scheme_github.go, …). The generic schemes over a
+// built message, digest and hmac, are in scheme_digest_hmac.go.
 
 // buildHMACBody compiles the schemes that sign the raw body with
 // HMAC-SHA256 in one sender's arrangement.

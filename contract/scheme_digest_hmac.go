@@ -17,7 +17,8 @@ import (
 	"time"
 )
 
-// The digest and hmac schemes hash a message built from the delivery as
+// Schemes digest and hmac (one messageVerifier: the secret in the
+// message, or the HMAC's key) hash a message built from the delivery as
 // the site reads it: Robokassa's MD5 of "OutSum:InvId:Password2:Shp_…",
 // T-Bank's SHA-256 of its sorted root values with the password among them,
 // the RBS gateways' HMAC of "name;value;" pairs, CloudPayments' HMAC of

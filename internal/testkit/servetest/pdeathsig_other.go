@@ -1,0 +1,7 @@
+//go:build !linux
+
+package servetest
+
+import "syscall"
+
+func dieWithParent(*syscall.SysProcAttr) {}
