@@ -73,7 +73,7 @@ func (m *Main) startNotify(reg prometheus.Registerer) error {
 	if err != nil {
 		return err
 	}
-	o := notify.Options{Channels: chans, Registerer: reg, Logger: m.log.With("component", "notify")}
+	o := notify.Options{Channels: chans, Registerer: reg, Logger: m.log.With("component", "notify"), Backoff: m.notifyBackoff}
 	if n != nil {
 		o.DigestWait, o.Interval, o.Queue = n.DigestWait, n.Interval, n.Queue
 		o.RefusalCount, o.RefusalWithin = n.RefusalCount, n.RefusalWithin
@@ -153,6 +153,9 @@ type notifyState struct {
 	notifier *notify.Notifier
 	readyMu  sync.Mutex
 	readyWas map[string]bool // sender → ready in the last report
+	// notifyBackoff: the first retry's wait (0: the package's); a test
+	// seam.
+	notifyBackoff time.Duration
 }
 
 func notifyCommand() *cli.Command {
