@@ -184,7 +184,8 @@ type Notifier struct {
 	wake      chan struct{}
 
 	boxes   atomic.Pointer[[]*outbox]
-	boxesMu sync.Mutex // serializes SetChannels
+	boxesMu sync.Mutex // serializes SetChannels, guards chans and ctx
+	chans   []Channel  // the channels in force (Options.Channels, then SetChannels')
 	ctx     context.Context
 	running sync.WaitGroup
 }
@@ -192,7 +193,8 @@ type Notifier struct {
 // New returns a Notifier; Run starts it.
 func New(o Options) *Notifier {
 	o.defaults()
-	n := &Notifier{o: o, wake: make(chan struct{}, 1)}
+	n := &Notifier{o: o, wake: make(chan struct{}, 1), chans: o.Channels}
+	n.o.Channels = nil // n.chans from here on
 	n.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookonce_notify_failures_total",
 		Help: "Notices a channel (telegram, email, webhook) failed to send, each try counted; a notice is tried a few times with backoff, then dropped.",
@@ -232,7 +234,7 @@ func (n *Notifier) Notify(e Event) {
 func (n *Notifier) Run(ctx context.Context) {
 	n.boxesMu.Lock()
 	n.ctx = ctx
-	chans := n.o.Channels
+	chans := n.chans
 	n.boxesMu.Unlock()
 	n.SetChannels(chans)
 	n.gather(ctx)
@@ -245,7 +247,7 @@ func (n *Notifier) Run(ctx context.Context) {
 func (n *Notifier) SetChannels(chans []Channel) {
 	n.boxesMu.Lock()
 	defer n.boxesMu.Unlock()
-	n.o.Channels = chans
+	n.chans = chans
 	if n.ctx == nil {
 		return
 	}

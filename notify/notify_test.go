@@ -390,3 +390,22 @@ func (g *gate) wait(t *testing.T, n int) []notify.Message {
 	t.Fatalf("fewer than %d messages sent", n)
 	return nil
 }
+
+// BenchmarkNotifyWhileChannelHangs is what a delivery pays for a notice
+// while the only channel hangs: a lock and an append.
+func BenchmarkNotifyWhileChannelHangs(b *testing.B) {
+	ch := &gate{open: make(chan struct{}), started: make(chan struct{}, 1)}
+	defer close(ch.open)
+	n := notify.New(notify.Options{Channels: []notify.Channel{ch}, DigestWait: time.Millisecond, Host: "bench"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		e := notify.Event{Kind: notify.Refused, Sender: "stripe", Key: "evt_1", Reason: notify.ReasonSignature}
+		for pb.Next() {
+			n.Notify(e)
+		}
+	})
+}
