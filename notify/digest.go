@@ -124,7 +124,9 @@ func (g *gatherer) take(e Event, now time.Time) {
 			r.told = true
 			gr := g.group(e.Kind, now)
 			en := &entry{ev: e, count: len(r.times), first: r.times[0]}
-			en.keys = append(en.keys, e.Key)
+			if e.Key != "" {
+				en.keys = []string{e.Key}
+			}
 			g.add(gr, id, en)
 			return
 		}

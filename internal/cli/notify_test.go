@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,10 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/hookonce/hookonce/dedupe/readiness"
 	"github.com/hookonce/hookonce/internal/testkit/smtptest"
+	"github.com/hookonce/hookonce/notify"
+	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
@@ -320,5 +324,44 @@ func TestNotifyTestCommand(t *testing.T) {
 	writeFile(t, bare, "senders: []\n")
 	if _, errOut, code := hookonce(t, "notify", "test", "--config", bare); code != exitUsage || !strings.Contains(errOut, "no notify: block") {
 		t.Fatalf("without notify: exit %d %s", code, errOut)
+	}
+}
+
+// A sender whose readiness verdict goes from ready to not ready is told
+// once, with the readiness command; one that was never ready is not; a
+// store error of the proxy is a store_failing message.
+func TestNoticeReadinessAndStore(t *testing.T) {
+	hook := newHookReceiver(t, "")
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(notifyWhsec, "whsec_"))
+	m := &Main{}
+	m.notifier = notify.New(notify.Options{Channels: []notify.Channel{&notify.Webhook{URL: hook.URL, Secret: key}},
+		DigestWait: 50 * time.Millisecond, Interval: time.Hour})
+	m.readyWas = map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.notifier.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	report := func(shop, other string) readiness.Report {
+		return readiness.Report{Senders: []readiness.SenderReport{
+			{Sender: "shop", Verdict: shop, Reason: "2 changed payloads under known ids"},
+			{Sender: "other", Verdict: other, Reason: "not enough deliveries"},
+		}}
+	}
+	m.noticeReadiness(report(readiness.Ready, readiness.NotEnough))
+	m.noticeReadiness(report(readiness.NotReady, readiness.NotEnough))
+	m.noticeReadiness(report(readiness.NotReady, readiness.NotEnough))
+	m.proxyNotice(proxy.Notice{What: proxy.OutcomeStoreError, Sender: "shop", Key: "k1"})
+	m.proxyNotice(proxy.Notice{What: proxy.OutcomeStoreError, Sender: "shop", Key: "k2"})
+	waitFor(t, "two notices", func() bool { k := hook.texts(t); return len(k["not_ready"]) > 0 && len(k["store_failing"]) > 0 })
+	time.Sleep(200 * time.Millisecond)
+	k := hook.texts(t)
+	if len(k["not_ready"]) != 1 || !strings.Contains(k["not_ready"][0], "shop: 2 changed payloads") ||
+		!strings.Contains(k["not_ready"][0], "hookonce readiness --sender shop") || strings.Contains(k["not_ready"][0], "other") {
+		t.Fatalf("not_ready notices: %q", k["not_ready"])
+	}
+	if len(k["store_failing"]) != 1 || !strings.Contains(k["store_failing"][0], "2 deliveries could not be claimed") ||
+		!strings.Contains(k["store_failing"][0], "hookonce health --ready") {
+		t.Fatalf("store_failing notices: %q", k["store_failing"])
 	}
 }
