@@ -62,7 +62,7 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		}
 		m.Subject = fmt.Sprintf("%d events never completed", total)
 		line("hookonce on %s: %d events never completed, and their senders stopped retrying them:", host, total)
-		list(func(e *entry) string { return strings.TrimSpace(e.ev.Sender + " " + e.ev.Key + " " + e.ev.Detail) })
+		list(eventLine)
 		cmd("List them", "hookonce list --status unretried")
 		cmd("Look at one", "hookonce lookup "+arg(first.Sender)+" "+arg(first.Key))
 		cmd("Send them all to the shop again", "hookonce redeliver --status unretried")
@@ -78,7 +78,7 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		} else {
 			m.Subject = fmt.Sprintf("%d deliveries held: did the shop run them?", total)
 			line("hookonce on %s: %d deliveries were cut off at the shop and are held: the shop may or may not have run them:", host, total)
-			list(func(e *entry) string { return strings.TrimSpace(e.ev.Sender + " " + e.ev.Key + " " + e.ev.Detail) })
+			list(eventLine)
 			cmd("List them", "hookonce list --status unknown")
 		}
 		line("Until you decide, the provider's retries are answered 409. Check in the shop whether it was applied (the order, the payment).")
@@ -90,7 +90,7 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		m.Subject = refusedSubject(es, total)
 		line("hookonce on %s: deliveries were refused and never reached the shop:", host)
 		for _, e := range es {
-			line("- %s: %d %s in %s", e.ev.Sender, e.count, refusedWhat(e.ev.Reason), since(e.first, now))
+			line("- %s: %d refused in %s: %s", e.ev.Sender, e.count, since(e.first, now), refusedWhat(e.ev.Reason))
 			if len(e.keys) > 0 {
 				line("  keys: %s", strings.Join(e.keys, ", "))
 			}
@@ -170,6 +170,15 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 	return m
 }
 
+// eventLine is one event of a digest: sender, key and what is known.
+func eventLine(e *entry) string {
+	s := e.ev.Sender + " " + e.ev.Key
+	if e.ev.Detail != "" {
+		s += ": " + e.ev.Detail
+	}
+	return s
+}
+
 func refusedSubject(es []*entry, total int) string {
 	if len(es) == 1 {
 		return fmt.Sprintf("%d deliveries of %s refused (%s)", es[0].count, es[0].ev.Sender, es[0].ev.Reason)
@@ -180,13 +189,13 @@ func refusedSubject(es []*entry, total int) string {
 func refusedWhat(reason string) string {
 	switch reason {
 	case ReasonSignature:
-		return "refused: the signature did not verify (401)"
+		return "the signature did not verify (401)"
 	case ReasonConflict:
-		return "refused: a known event id with another payload (422)"
+		return "a known event id with another payload (422)"
 	case ReasonMissingKey:
-		return "refused: no event id where the config says (400)"
+		return "no event id where the config says (400)"
 	}
-	return "refused: " + reason
+	return reason
 }
 
 // since says how long ago t was, in whole seconds or minutes.

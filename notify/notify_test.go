@@ -183,7 +183,7 @@ func TestRefusalBurstIsOneDigest(t *testing.T) {
 	if d.Kind != "refused" || d.Count != 50 || len(d.Events) != 1 || d.Events[0].Sender != "stripe" {
 		t.Fatalf("digest %+v, want one entry for stripe counting 50", d)
 	}
-	if !strings.Contains(d.Text, "stripe: 50 refused: the signature did not verify") || !strings.Contains(d.Text, "hookonce check --request FILE") {
+	if !strings.Contains(d.Text, "stripe: 50 refused in ") || !strings.Contains(d.Text, "the signature did not verify (401)") || !strings.Contains(d.Text, "hookonce check --request FILE") {
 		t.Fatalf("digest text:\n%s", d.Text)
 	}
 	if strings.Contains(d.Text, "robokassa") {

@@ -232,7 +232,7 @@ func TestServeNotifies(t *testing.T) {
 
 	k := hook.texts(t)
 	want := map[string][]string{
-		"refused":       {"shop: 50 refused: the signature did not verify", "hookonce check --request FILE"},
+		"refused":       {"shop: 50 refused in ", "the signature did not verify (401)", "hookonce check --request FILE"},
 		"held":          {"Key: h1", "hookonce lookup shop h1", "hookonce release shop h1"},
 		"unretried":     {"Key: h1", "hookonce redeliver shop h1"},
 		"reload_failed": {"hookonce check --config " + cfgFile, "nonsense"},
