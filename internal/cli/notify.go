@@ -162,6 +162,10 @@ func notifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "notify",
 		Usage: "the operator's notices (the config's notify: block)",
+		// Without a known subcommand (app.go wraps every command's Action).
+		Action: func(c *cli.Context) error {
+			return cli.Exit("usage: hookonce notify test [--config FILE]", exitUsage)
+		},
 		Subcommands: []*cli.Command{{
 			Name:  "test",
 			Usage: "send a test message through every channel of the config's notify: block and say which worked (exit 1 if any failed)",

@@ -320,6 +320,11 @@ func TestNotifyTestCommand(t *testing.T) {
 		t.Fatalf("with Telegram failing: exit %d\n%s%s", code, out, errOut)
 	}
 
+	for _, args := range [][]string{{"notify"}, {"notify", "tset"}} {
+		if _, errOut, code := hookonce(t, args...); code != exitUsage || !strings.Contains(errOut, "usage: hookonce notify test") {
+			t.Fatalf("hookonce %v: exit %d %s", args, code, errOut)
+		}
+	}
 	bare := filepath.Join(t.TempDir(), "hookonce.yaml")
 	writeFile(t, bare, "senders: []\n")
 	if _, errOut, code := hookonce(t, "notify", "test", "--config", bare); code != exitUsage || !strings.Contains(errOut, "no notify: block") {
