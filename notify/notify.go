@@ -234,9 +234,8 @@ func (n *Notifier) Notify(e Event) {
 func (n *Notifier) Run(ctx context.Context) {
 	n.boxesMu.Lock()
 	n.ctx = ctx
-	chans := n.chans
+	n.setChannels(n.chans)
 	n.boxesMu.Unlock()
-	n.SetChannels(chans)
 	n.gather(ctx)
 	n.running.Wait()
 }
@@ -247,6 +246,11 @@ func (n *Notifier) Run(ctx context.Context) {
 func (n *Notifier) SetChannels(chans []Channel) {
 	n.boxesMu.Lock()
 	defer n.boxesMu.Unlock()
+	n.setChannels(chans)
+}
+
+// setChannels is SetChannels under boxesMu.
+func (n *Notifier) setChannels(chans []Channel) {
 	n.chans = chans
 	if n.ctx == nil {
 		return
