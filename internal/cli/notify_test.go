@@ -131,7 +131,7 @@ notify:
   webhook: { url: %q, secret_env: NOTIFY_TEST_WHSEC }
   telegram: { token_env: NOTIFY_TEST_BOT, chat_id: 42, api_url: %q }
   email: { smtp: %q, from: hookonce@shop.example, to: [owner@shop.example], password_env: NOTIFY_TEST_SMTP, ca_file: %q }
-  digest_wait: 1s
+  digest_wait: 2s
   interval: 1h
 `, webhook, telegram, mail.Addr, mail.CAFile)
 }
