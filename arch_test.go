@@ -25,6 +25,7 @@ func TestImportRules(t *testing.T) {
 		"proxy":            {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"admin":            {"proxy", "proxy/proxytest", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"probe":            {"proxy", "proxy/proxytest", "admin", "dedupe", "contract", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"notify":           {"contract", "dedupe", "proxy", "admin", "probe", "dedupe/readiness", "internal/problem", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 	}
 	// "Tests may import more": the real request path (proxy/proxytest,
 	// with proxy, contract and dedupe), the conformance suite and the
@@ -39,6 +40,13 @@ func TestImportRules(t *testing.T) {
 		"dedupe/sqlite":   path,
 		"dedupe/postgres": append([]string{"dedupe/sqlite"}, path...),
 		"dedupe/redis":    append([]string{"dedupe/sqlite"}, path...),
+	}
+	// notify imports nothing of hookonce's at all: serve maps its own
+	// decisions to notify's events.
+	for p := range deps(t, "./notify") {
+		if strings.HasPrefix(p, mod+"/") && p != mod+"/notify" {
+			t.Errorf("notify imports %s: it imports nothing of hookonce's", p)
+		}
 	}
 	for pkg, banned := range rules {
 		code := deps(t, "./"+pkg)

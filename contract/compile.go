@@ -99,6 +99,7 @@ func ParseEnv(data []byte, name string, env LookupEnv) (*Contract, error) {
 			e.add(Problem{Line: fieldLine(top, "max_body"), Field: "max_body", Msg: "must be positive"})
 		}
 	}
+	c.Notify = compileNotify(f.Notify, top, e, secretSource{dir: filepath.Dir(name), env: env})
 	base := builtinSender()
 	probs := base.apply(&f.Defaults)
 	base.ownRetryWindow = false // a preset's documented window beats the file's default

@@ -78,7 +78,9 @@ type Contract struct {
 	// Site is how the site maps URLs to scripts (site: in the file).
 	Site    Site
 	Senders []*Sender
-	router  *router
+	// Notify is the notify: block (notify.go); nil when absent.
+	Notify *Notify
+	router *router
 	// Warnings are not errors: e.g. a ttl shorter than the preset's retry window.
 	Warnings []string
 }

@@ -114,4 +114,6 @@ type file struct {
 	Senders  []senderFile `yaml:"senders"`
 	// Paths holds per-path settings for paths that senders name.
 	Paths map[string]pathFile `yaml:"paths"`
+	// Notify: where the operator is told what to act on (notify.go).
+	Notify *notifyFile `yaml:"notify"`
 }

@@ -63,6 +63,9 @@ type Options struct {
 	// the site answered, the outcome not yet stored), for fault tests that
 	// kill the process exactly there. nil in production.
 	Failpoint func(point string)
+	// Notice, when set, hears of the decisions an operator acts on
+	// (notice.go). It is called on the delivery path: it must not wait.
+	Notice func(Notice)
 }
 
 // Proxy is the sidecar's request handler.
@@ -84,6 +87,7 @@ type Proxy struct {
 	hits     *hitCounter
 	traffic  *trafficCounter // the readiness report's counters (traffic.go)
 	failAt   func(point string)
+	onNotice func(Notice) // Options.Notice
 	replica  string
 	waiters  waiters
 	objects  objectQueues        // local queues of deliveries per business object (serialize)
@@ -125,7 +129,7 @@ func New(o Options) (*Proxy, error) {
 	if o.Contract == nil || o.Store == nil {
 		return nil, errors.New("new proxy: contract and store are required")
 	}
-	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint}
+	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint, onNotice: o.Notice}
 	p.locker, _ = o.Store.(dedupe.ObjectLocker)
 	p.confirmedGet = o.Store.Get
 	if cr, ok := o.Store.(dedupe.ConfirmedReader); ok {

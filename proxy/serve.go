@@ -125,6 +125,7 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	if d.by == dedupe.AttemptBySender {
 		d.noteTraffic(outcome, status) // for the readiness report (traffic.go)
 	}
+	d.notice(outcome) // for the operator's notices (notice.go)
 	as = append(as, slog.String("key", d.key), slog.String("outcome", outcome), slog.Int("status", status),
 		slog.Int64("duration_ms", time.Since(d.start).Milliseconds()))
 	if d.siteStatus != 0 || d.siteTime != 0 {

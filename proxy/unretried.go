@@ -97,6 +97,7 @@ func (p *Proxy) scanUnretried(ctx context.Context, seen map[[2]string]time.Time)
 			p.log.Warn("event never completed and its sender stopped retrying: redeliver it or release it",
 				"sender", r.Sender, "key", r.Key, "state", r.State, "attempts", len(r.Attempts),
 				"last_attempt", lastTry(r).UTC().Format(time.RFC3339), "last_outcome", last.Outcome, "last_status", last.Status)
+			p.noticeUnretried(r)
 		}
 	}
 	for k := range seen {

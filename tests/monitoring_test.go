@@ -57,6 +57,7 @@ var serveMetrics = map[string]dto.MetricType{
 	"hookonce_config_last_reload_successful":                dto.MetricType_GAUGE,
 	"hookonce_config_last_reload_success_timestamp_seconds": dto.MetricType_GAUGE,
 	"hookonce_sender_ready":                                 dto.MetricType_GAUGE,
+	"hookonce_notify_failures_total":                        dto.MetricType_COUNTER, // with a notify: block
 }
 
 // comingAnchors are the docs sections the alerts link to that are being

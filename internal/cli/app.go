@@ -90,6 +90,7 @@ func newBuildApp(b Build, stdout, stderr io.Writer) *cli.App {
 			probeCommand(),
 			healthCommand(),
 			readinessCommand(),
+			notifyCommand(),
 		},
 		// Exit codes are decided by exitCode, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -104,6 +104,7 @@ type Main struct {
 	reloadOK, reloadAt prometheus.Gauge
 
 	readinessSenders atomic.Pointer[[]readiness.Sender] // the senders the readiness report judges (readiness.go)
+	notifyState                                         // the operator's notices (notify.go)
 }
 
 // siteCheckTimeout bounds the dial that tells whether the site answers.
@@ -190,8 +191,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(Build{Version: m.Version, Revision: m.Revision}.collector())
+	if err := m.startNotify(reg); err != nil {
+		return err
+	}
 	p, err := proxy.New(proxy.Options{Upstream: cfg.upstream, Contract: cfg.contract, Store: store, Logger: log, Registerer: reg,
-		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint)})
+		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint), Notice: m.proxyNotice})
 	if err != nil {
 		return err
 	}
@@ -243,7 +247,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	m.loops.Add(5)
+	m.loops.Add(6)
+	go func() { defer m.loops.Done(); m.notifier.Run(loopCtx) }()
 	go func() {
 		// Said at start, so a site that is not up yet (or an upstream
 		// written wrong) is in the first lines of the log, not found at
@@ -268,7 +273,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
 	go func() {
 		defer m.loops.Done()
-		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) { return m.readinessReport(ctx, false, time.Time{}) }, log)
+		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) {
+			r, err := m.readinessReport(ctx, false, time.Time{})
+			if err == nil {
+				m.noticeReadiness(r)
+			}
+			return r, err
+		}, log)
 	}()
 	return nil
 }
@@ -300,6 +311,7 @@ func (m *Main) Reload() {
 		m.reloadOK.Set(0)
 		log.Error("config reload refused; the previous rules stay in force", "file", path,
 			"problems", strings.ReplaceAll(err.Error(), "\n", "; "))
+		m.noticeReload(path, err)
 		return
 	}
 	m.reloadOK.Set(1)
@@ -309,6 +321,7 @@ func (m *Main) Reload() {
 	}
 	m.proxy.SetContract(ct)
 	m.setReadinessSenders(ct)
+	m.reloadNotify(ct)
 	log.Info("config reloaded", "file", path, "senders", len(ct.Senders))
 }
 
