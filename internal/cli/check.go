@@ -38,15 +38,9 @@ func checkCommand() *cli.Command {
 
 func runCheck(c *cli.Context) error {
 	const usage = "usage: hookonce check [--config FILE] [--request FILE] [--now TIME]"
-	path, err := operatorConfig(c)
+	path, err := requireConfig(c, usage)
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
-	}
-	if c.NArg() != 0 {
-		return cli.Exit(usage, exitUsage)
-	}
-	if path == "" {
-		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+		return err
 	}
 	now := time.Now()
 	if v := c.String("now"); v != "" {

@@ -355,6 +355,22 @@ func operatorConfig(c *cli.Context) (string, error) {
 	return path, loadEnvFile(path)
 }
 
+// requireConfig is operatorConfig for a command that needs a config and
+// takes no arguments: the path, or the command's usage error (exit 2)
+// naming where it looked.
+func requireConfig(c *cli.Context, usage string) (string, error) {
+	path, err := operatorConfig(c)
+	switch {
+	case err != nil:
+		return "", cli.Exit(err.Error(), exitUsage)
+	case c.NArg() != 0:
+		return "", cli.Exit(usage, exitUsage)
+	case path == "":
+		return "", cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+	}
+	return path, nil
+}
+
 // isHostConfig reports whether path is the installed host's config file.
 func isHostConfig(path string) bool {
 	if path == "" {

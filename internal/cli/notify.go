@@ -180,15 +180,9 @@ func notifyCommand() *cli.Command {
 
 func runNotifyTest(c *cli.Context) error {
 	const usage = "usage: hookonce notify test [--config FILE]"
-	path, err := operatorConfig(c)
+	path, err := requireConfig(c, usage)
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
-	}
-	if c.NArg() != 0 {
-		return cli.Exit(usage, exitUsage)
-	}
-	if path == "" {
-		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+		return err
 	}
 	ct, err := contract.Load(path)
 	if err != nil {

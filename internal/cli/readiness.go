@@ -40,15 +40,9 @@ func runReadiness(c *cli.Context) error {
 	// The config and the environment file with its secrets, found as the
 	// other operator's commands find them (operatorConfig): as pasted on
 	// an installed host, `hookonce readiness` alone reads both.
-	path, err := operatorConfig(c)
+	path, err := requireConfig(c, usage)
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
-	}
-	if c.NArg() != 0 {
-		return cli.Exit(usage, exitUsage)
-	}
-	if path == "" {
-		return cli.Exit(usage+": no config file (--config, HOOKONCE_CONFIG, ./"+localConfig+" or "+host.Config+")", exitUsage)
+		return err
 	}
 	ct, err := contract.Load(path)
 	if err != nil {
