@@ -19,8 +19,28 @@ import (
 )
 
 // quickstartConfig is the YAML block after <!-- quickstart-config --> in
-// README.md, dedented.
+// README.md, dedented, gone live: its senders start in shadow mode (as the
+// package installs them), and the quick start's "Go live" step deletes
+// each `mode: shadow` line; the tests run the config the shop then runs.
 func quickstartConfig(t *testing.T) string {
+	t.Helper()
+	block := quickstartBlock(t)
+	senders := strings.Count(block, "\n  - name: ")
+	if n := strings.Count(block, "\n    mode: shadow "); senders == 0 || n != senders {
+		t.Fatalf("the quick start's config has %d senders and %d `mode: shadow` lines: the package installs every sender in shadow", senders, n)
+	}
+	var out []string
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "    mode: shadow ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// quickstartBlock is the YAML block after <!-- quickstart-config --> in
+// README.md, dedented, as it stands.
+func quickstartBlock(t *testing.T) string {
 	t.Helper()
 	readme := string(readFile(t, "../README.md"))
 	_, rest, ok := strings.Cut(readme, "<!-- quickstart-config -->")

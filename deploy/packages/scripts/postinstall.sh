@@ -95,6 +95,9 @@ hookonce is $state.
   edit /etc/hookonce/hookonce.yaml (your senders) and /etc/hookonce/env (their secrets),
   check it:  hookonce check
   then:      systemctl enable hookonce; systemctl start hookonce
+  every sender starts in shadow mode (mode: shadow): nothing is refused, all is counted;
+  go live:   after a few days, hookonce readiness; delete the mode: shadow line of
+             each sender it calls ready; systemctl reload hookonce
   the admin API (127.0.0.1:8081) needs the token in $token;
   hookonce's commands run as root send it themselves
   the check now says: $check
