@@ -68,6 +68,28 @@ var shippedCopies = map[string]string{
 	packagedEnv:    "packages/env",
 }
 
+// The documentation and the web server files it names ship as the
+// repository has them (nfpm.yaml globs them): each is packaged, mode 0644,
+// and installed unchanged.
+func init() {
+	for dir, glob := range map[string]string{
+		"/usr/share/doc/hookonce":        "../README.md",
+		"/usr/share/doc/hookonce/docs":   "../docs/*.md",
+		"/usr/share/doc/hookonce/nginx":  "nginx/*.conf",
+		"/usr/share/doc/hookonce/apache": "apache/*.conf",
+	} {
+		files, err := filepath.Glob(glob)
+		if err != nil || len(files) == 0 {
+			panic(fmt.Sprintf("packages_test: no %s (%v)", glob, err))
+		}
+		for _, f := range files {
+			dst := dir + "/" + filepath.Base(f)
+			packaged[dst] = "-rw-r--r-- root root"
+			shippedCopies[dst] = f
+		}
+	}
+}
+
 type builtPackages struct{ deb, rpm string }
 
 // buildPackages runs build.sh with VERSION=version into a temporary
