@@ -87,7 +87,7 @@ type Report struct {
 	Generated time.Time `json:"generated"`
 	// Since is the window's start: the first day anything was counted.
 	Since   time.Time      `json:"since"`
-	Ready   bool           `json:"ready"` // every sender is ready
+	GoLive  bool           `json:"ready"` // every sender's verdict is GoLive
 	Senders []SenderReport `json:"senders"`
 	// Paths are the sender paths with deliveries that no sender took:
 	// reported for their path, not held against the senders on it.
@@ -365,10 +365,10 @@ func Build(ctx context.Context, store dedupe.Reader, senders []Sender, o Options
 			rep.Paths = append(rep.Paths, *p)
 		}
 	}
-	rep.Ready = len(rep.Senders) > 0
+	rep.GoLive = len(rep.Senders) > 0
 	for _, s := range rep.Senders {
-		if s.Verdict != Ready {
-			rep.Ready = false
+		if s.Verdict != GoLive {
+			rep.GoLive = false
 		}
 	}
 	return rep, nil

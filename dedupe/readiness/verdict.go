@@ -12,11 +12,13 @@ import (
 	"time"
 )
 
-// Verdicts.
+// Verdicts, the values of SenderReport.Verdict. In code a verdict never
+// says "ready" (that word is /readyz's: the process takes traffic): GoLive
+// is shown as "ready", NoGo as "not ready".
 const (
-	Ready         = "ready"
-	NotEnough     = "not enough traffic"
-	NotReady      = "not ready"
+	GoLive        = "ready"              // nothing holds the sender back, with enough traffic seen
+	NotEnough     = "not enough traffic" // nothing wrong so far, too few deliveries or repeats
+	NoGo          = "not ready"          // a problem would refuse deliveries or lose events
 	UnknownSender = "not in the config"
 )
 
@@ -193,7 +195,7 @@ func verdict(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now
 	}
 	switch {
 	case len(r.Problems) > 0:
-		r.Verdict = NotReady
+		r.Verdict = NoGo
 		if !known {
 			r.Verdict = UnknownSender
 		}
@@ -219,7 +221,7 @@ func verdict(r *SenderReport, a *tally, s Sender, known bool, th Thresholds, now
 			r.Reason += fmt.Sprintf(" under the rules in force (%d deliveries under earlier rules are not counted)", r.EarlierRules)
 		}
 	default:
-		r.Verdict = Ready
+		r.Verdict = GoLive
 		changed := "no changed payloads"
 		switch {
 		case r.Changed > 0 && r.Mode == "shadow":

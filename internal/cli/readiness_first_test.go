@@ -233,15 +233,15 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 
 	// JSON.
 	st := senderReport(t, rep, "stripe")
-	if st.Verdict != readiness.NotReady || st.Changed != 10 ||
+	if st.Verdict != readiness.NoGo || st.Changed != 10 ||
 		!findingWith(st.Problems, "`pending_webhooks` changed in 10 of 10 repeats", "set `hash: json` and add `pending_webhooks` to `ignore`") {
 		t.Errorf("stripe: %s, changed %d, problems %+v; want pending_webhooks → hash: json + ignore", st.Verdict, st.Changed, st.Problems)
 	}
 	rb := senderReport(t, rep, "rbs")
-	if rb.Verdict != readiness.NotReady || rb.Changed != 5 || !findingWith(rb.Problems, "`refundedAmount`", "add `refundedAmount` to the key") {
+	if rb.Verdict != readiness.NoGo || rb.Changed != 5 || !findingWith(rb.Problems, "`refundedAmount`", "add `refundedAmount` to the key") {
 		t.Errorf("rbs: %s, changed %d, fields %+v, problems %+v; want refundedAmount → the key", rb.Verdict, rb.Changed, rb.ChangedFields, rb.Problems)
 	}
-	if sh := senderReport(t, rep, "shop"); sh.Verdict != readiness.Ready {
+	if sh := senderReport(t, rep, "shop"); sh.Verdict != readiness.GoLive {
 		t.Errorf("shop: %s (%s) %+v, want ready", sh.Verdict, sh.Reason, sh.Problems)
 	}
 	rk := senderReport(t, rep, "robokassa")
@@ -252,7 +252,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 			}
 		}
 	}
-	if rk.Verdict != readiness.Ready || rk.RefusedStrangers != 1 || rk.Changed != 1 ||
+	if rk.Verdict != readiness.GoLive || rk.RefusedStrangers != 1 || rk.Changed != 1 ||
 		!findingWith(rk.Notes, "refused strangers", "127.0.1.0/24") || !findingWith(rk.Notes, "`OutSum`", "possible tampering") {
 		t.Errorf("robokassa: %s (%s), strangers %d, changed %d, problems %+v, notes %+v; want ready, the stranger and the changed amount noted",
 			rk.Verdict, rk.Reason, rk.RefusedStrangers, rk.Changed, rk.Problems, rk.Notes)
@@ -299,7 +299,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 			break
 		}
 	}
-	if st.Verdict != readiness.Ready || st.Deliveries != int64(len(fresh)) || st.EarlierRules != 30 || st.RulesSince.IsZero() {
+	if st.Verdict != readiness.GoLive || st.Deliveries != int64(len(fresh)) || st.EarlierRules != 30 || st.RulesSince.IsZero() {
 		t.Errorf("stripe after the fix: %s (%s), deliveries %d, earlier %d, since %v; want ready on the %d deliveries under the new rules",
 			st.Verdict, st.Reason, st.Deliveries, st.EarlierRules, st.RulesSince, len(fresh))
 	}

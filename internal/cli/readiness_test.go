@@ -263,12 +263,12 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code != exitNotReady || rep.Ready {
-		t.Fatalf("readiness exit %d, ready %v; want %d (some sender not ready)", code, rep.Ready, exitNotReady)
+	if code != exitNoGo || rep.GoLive {
+		t.Fatalf("readiness exit %d, ready %v; want %d (some sender not ready)", code, rep.GoLive, exitNoGo)
 	}
 
 	rk := senderReport(t, rep, "robokassa")
-	if rk.Verdict != readiness.Ready || rk.ExactRepeats != 4 || rk.Deliveries != 28 || rk.Changed != 0 || rk.Answers["200"] != 24 {
+	if rk.Verdict != readiness.GoLive || rk.ExactRepeats != 4 || rk.Deliveries != 28 || rk.Changed != 0 || rk.Answers["200"] != 24 {
 		t.Errorf("robokassa: %s (%s), repeats %d, deliveries %d, changed %d, answers %v; want ready, 4, 28, 0, 200×24",
 			rk.Verdict, rk.Reason, rk.ExactRepeats, rk.Deliveries, rk.Changed, rk.Answers)
 	}
@@ -280,7 +280,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	st := senderReport(t, rep, "stripe")
-	if st.Verdict != readiness.NotReady || st.Changed != 10 ||
+	if st.Verdict != readiness.NoGo || st.Changed != 10 ||
 		!findingWith(st.Problems, "`pending_webhooks` changed in 10 of 10 repeats", "add `pending_webhooks` to `ignore`") {
 		t.Errorf("stripe: %s, changed %d, problems %+v; want not ready, 10, pending_webhooks → ignore", st.Verdict, st.Changed, st.Problems)
 	}
@@ -289,7 +289,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	sh := senderReport(t, rep, "shop")
-	if sh.Verdict != readiness.NotReady || sh.Changed != 1 || sh.ExactRepeats != 4 ||
+	if sh.Verdict != readiness.NoGo || sh.Changed != 1 || sh.ExactRepeats != 4 ||
 		!findingWith(sh.Problems, "two payloads per key differ in `refundId`", "add `refundId` to the key") {
 		t.Errorf("shop: %s, changed %d, repeats %d, problems %+v; want not ready, refundId → key", sh.Verdict, sh.Changed, sh.ExactRepeats, sh.Problems)
 	}
@@ -298,7 +298,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	lg := senderReport(t, rep, "legacy")
-	if lg.Verdict != readiness.NotReady || lg.NotSuccess != 24 ||
+	if lg.Verdict != readiness.NoGo || lg.NotSuccess != 24 ||
 		!findingWith(lg.Problems, "the site answered 200 24 times without the body \"OK{form.id}\"", "check the success rule") {
 		t.Errorf("legacy: %s, not success %d, problems %+v; want not ready, 24, check the success rule", lg.Verdict, lg.NotSuccess, lg.Problems)
 	}
@@ -320,7 +320,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	// One sender, by name; an unknown one is exit 3.
-	if one, code := readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "robokassa"); code != exitOK || len(one.Senders) != 1 || !one.Ready {
+	if one, code := readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "robokassa"); code != exitOK || len(one.Senders) != 1 || !one.GoLive {
 		t.Errorf("readiness --sender robokassa: exit %d, %+v; want 0, robokassa ready", code, one)
 	}
 	if _, errOut, code := hookonce(t, "readiness", "--store", store, "--config", cfgFile, "--sender", "nobody"); code != exitNotFound || !strings.Contains(errOut, "nobody") {
@@ -336,8 +336,8 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 			t.Errorf("readiness text lacks %q:\n%s", want, out)
 		}
 	}
-	if code != exitNotReady {
-		t.Errorf("readiness text: exit %d, want %d", code, exitNotReady)
+	if code != exitNoGo {
+		t.Errorf("readiness text: exit %d, want %d", code, exitNoGo)
 	}
 
 	// Go live with robokassa: the ready sender goes to enforce, the rest
