@@ -35,8 +35,8 @@ func BenchmarkClaim(b *testing.B) {
 						}
 						req := dedupe.ClaimRequest{Sender: "bench", Key: fmt.Sprintf("k%d", i), PayloadHash: "h",
 							Owner: fmt.Sprintf("o%d", i), Lease: time.Minute, TTL: time.Hour}
-						if res, err := s.Claim(ctx, req); err != nil || res.Outcome != dedupe.Claimed {
-							b.Errorf("claim %d: %v, %v", i, res.Outcome, err)
+						if res, err := s.Claim(ctx, req); err != nil || res.Found != dedupe.Claimed {
+							b.Errorf("claim %d: %v, %v", i, res.Found, err)
 							return
 						}
 					}
