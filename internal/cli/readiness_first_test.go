@@ -10,17 +10,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // The first report names the field and a safe fix, with the defaults:
@@ -64,31 +63,19 @@ const (
 	knownOrder = "SHOP-ORDER-88231"
 )
 
-// firstPassSite counts every request and answers as the shop does:
-// Robokassa's result script "OK<InvId>", the rest 200 JSON.
-type firstPassSite struct {
-	mu   sync.Mutex
-	runs int
-	srv  *httptest.Server
-}
-
-func newFirstPassSite(t *testing.T) *firstPassSite {
-	s := &firstPassSite{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// newFirstPassSite is a counting site (proxytest.Site) that answers as
+// the shop does: Robokassa's result script "OK<InvId>", the rest 200 JSON.
+func newFirstPassSite(t *testing.T) *proxytest.Site {
+	return proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		s.runs++
-		s.mu.Unlock()
 		if r.URL.Path == "/robokassa/result.php" {
 			fmt.Fprintf(w, "OK%s", r.Form.Get("InvId"))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"ok":true}`)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+	})
 }
 
 // firstPassDelivery is one delivery: method, path (with its query), body,
@@ -201,7 +188,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 	dbFile := filepath.Join(dir, "h.db")
 	store := "sqlite:" + dbFile
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {
@@ -210,11 +197,9 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 	defer m.Close()
 	mix := firstPassMix()
 	sendFirstPass(t, "http://"+m.Addr().String(), mix)
-	site.mu.Lock()
-	if site.runs != len(mix) {
-		t.Errorf("shadow mode: the site ran %d deliveries, %d were sent", site.runs, len(mix))
+	if n := site.Total(); n != len(mix) {
+		t.Errorf("shadow mode: the site ran %d deliveries, %d were sent", n, len(mix))
 	}
-	site.mu.Unlock()
 
 	var rep readiness.Report
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -338,7 +323,7 @@ func TestListByFieldValue(t *testing.T) {
 	writeFile(t, cfgFile, firstPassConfig)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {

@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // The readiness report end to end: a recorded mix of a shop's traffic
@@ -24,46 +23,33 @@ import (
 // report's verdict and suggested change for each sender; then one sender
 // switched to enforce once ready.
 
-// countingSite records every request it gets (path and body) and answers
-// like the shop: the Bitrix script "OK<InvId>", the legacy script "done"
-// (its success marker missing), the JSON hooks 200.
-type countingSite struct {
-	mu   sync.Mutex
-	seen map[string]int // path + " " + body → times the handler ran
-	srv  *httptest.Server
-}
-
-func newCountingSite(t *testing.T) *countingSite {
-	s := &countingSite{seen: map[string]int{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.seen[r.URL.Path+" "+string(body)]++
-		s.mu.Unlock()
-		form, _ := url.ParseQuery(string(body))
-		switch r.URL.Path {
-		case "/bitrix/tools/sale_ps_result.php":
-			if id := form.Get("InvId"); id != "" {
-				fmt.Fprintf(w, "OK%s", id)
-				return
+// newShopSite is a counting site (proxytest.Site) that counts every
+// request under its path and body (its forms carry no id it reads) and
+// answers like the shop: the Bitrix script "OK<InvId>", the legacy script
+// "done" (its success marker missing), the JSON hooks 200.
+func newShopSite(t *testing.T) *proxytest.Site {
+	return proxytest.NewSiteKeyed(t, func(r *http.Request, body []byte) string { return runKey(r.URL.Path, string(body)) },
+		func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			form, _ := url.ParseQuery(string(body))
+			switch r.URL.Path {
+			case "/bitrix/tools/sale_ps_result.php":
+				if id := form.Get("InvId"); id != "" {
+					fmt.Fprintf(w, "OK%s", id)
+					return
+				}
+				fmt.Fprint(w, "OK")
+			case "/legacy/notify.php":
+				fmt.Fprint(w, "done")
+			default:
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"ok":true}`)
 			}
-			fmt.Fprint(w, "OK")
-		case "/legacy/notify.php":
-			fmt.Fprint(w, "done")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"ok":true}`)
-		}
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+		})
 }
 
-func (s *countingSite) runs(path, body string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[path+" "+body]
-}
+// runKey is what newShopSite counts a request under.
+func runKey(path, body string) string { return path + " " + body }
 
 // delivery is one recorded delivery: where, what, and as which content.
 type delivery struct {
@@ -214,12 +200,12 @@ func findingWith(fs []readiness.Finding, parts ...string) bool {
 
 func TestReadinessFromShadowTraffic(t *testing.T) {
 	dir := t.TempDir()
-	site := newCountingSite(t)
+	site := newShopSite(t)
 	cfgFile := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfgFile, fmt.Sprintf(readinessConfig, "shadow"))
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {
@@ -237,7 +223,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 	for k, n := range sent {
 		path, body, _ := strings.Cut(k, " ")
-		if got := site.runs(path, body); got != n {
+		if got := site.Executions(runKey(path, body)); got != n {
 			t.Errorf("shadow mode: the site ran %s %s %d times, sent %d", path, body, got, n)
 		}
 	}
@@ -347,14 +333,14 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	m.Reload()
 	before := map[string]int{}
 	for _, d := range mix {
-		before[d.path+" "+d.body] = site.runs(d.path, d.body)
+		before[d.path+" "+d.body] = site.Executions(runKey(d.path, d.body))
 	}
 	send(t, base, mix)
 	next := recordedMix(1000)
 	send(t, base, next)
 	for _, d := range mix {
 		k := d.path + " " + d.body
-		n := site.runs(d.path, d.body) - before[k]
+		n := site.Executions(runKey(d.path, d.body)) - before[k]
 		switch {
 		case strings.Contains(d.body, "ROBOXCHANGE"):
 			if n != 0 {
@@ -366,7 +352,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 	for _, d := range next {
 		if strings.Contains(d.body, "ROBOXCHANGE") {
-			if n := site.runs(d.path, d.body); n != 1 {
+			if n := site.Executions(runKey(d.path, d.body)); n != 1 {
 				t.Errorf("enforce: a new payment ran the handler %d times, want once: %s", n, d.body)
 			}
 		}
@@ -379,11 +365,11 @@ func TestReadinessPageAndGauge(t *testing.T) {
 	readinessEvery = 100 * time.Millisecond
 	t.Cleanup(func() { readinessEvery = old })
 	dir := t.TempDir()
-	site := newCountingSite(t)
+	site := newShopSite(t)
 	cfgFile := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfgFile, fmt.Sprintf(readinessConfig, "shadow"))
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, "sqlite:"+filepath.Join(dir, "h.db")
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, "sqlite:"+filepath.Join(dir, "h.db")
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {
