@@ -71,7 +71,7 @@ type Options struct {
 	// means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 	// ProbeInterval is how long /readyz goes by the last write probe
-	// (Store.Probe) before it writes again: however often readiness is
+	// (Store.Probe) before it writes again: however often /readyz is
 	// polled, the store sees at most one probe per interval. 0 means
 	// DefaultProbeInterval.
 	ProbeInterval time.Duration

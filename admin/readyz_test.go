@@ -79,7 +79,7 @@ func TestReadyzProbesWrites(t *testing.T) {
 			}
 		}
 		if n := store.probes.Load(); n != 1 {
-			t.Fatalf("%d probes for 5 readiness checks within the interval, want 1", n)
+			t.Fatalf("%d probes for 5 /readyz checks within the interval, want 1", n)
 		}
 		clock.Advance(interval)
 		var wg sync.WaitGroup

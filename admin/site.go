@@ -10,7 +10,7 @@ import (
 )
 
 // The site behind hookonce in /readyz. A site that does not answer does
-// NOT fail readiness: hookonce still answers every repeat of a finished
+// NOT fail /readyz: hookonce still answers every repeat of a finished
 // event from the store, refuses changed payloads and bad signatures, and
 // answers new events 502 so the sender retries. Taking hookonce out of
 // rotation would turn those answers into connection errors and help no

@@ -43,9 +43,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"utcp":     func(t *time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"join":     strings.Join,
-	// msDuration prints milliseconds as a duration (readiness.go).
+	// msDuration prints milliseconds as a duration (readiness_page.go).
 	"msDuration": msDuration,
-	// codeSpans renders the report's `code spans` as <code> (readiness.go).
+	// codeSpans renders the report's `code spans` as <code> (readiness_page.go).
 	"codeSpans": codeSpans,
 	"rulesLine": readiness.RulesLine,
 	// signIn: whether this listener has sign-ins (an admin token), so the

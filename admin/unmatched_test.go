@@ -80,7 +80,7 @@ senders:
 }
 
 // /readyz reports the site (Options.Site) in its text and JSON answers
-// without failing readiness on it: a down site does not take hookonce out
+// without failing /readyz on it: a down site does not take hookonce out
 // of rotation, since repeats are still answered from the store. The
 // site's error goes only to a caller with the token.
 func TestReadyzReportsTheSite(t *testing.T) {

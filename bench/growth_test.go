@@ -448,8 +448,8 @@ func (r *growthRun) newEvent(ctx context.Context, rng *rand.Rand) error {
 	if err != nil {
 		return err
 	}
-	if res.Outcome != dedupe.Claimed {
-		return fmt.Errorf("claim %s/%s = %v, want claimed", sender, key, res.Outcome)
+	if res.Found != dedupe.Claimed {
+		return fmt.Errorf("claim %s/%s = %v, want claimed", sender, key, res.Found)
 	}
 	return r.store.Complete(cctx, sender, key, owner, growthResp, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender,
 		Outcome: "processed", Status: 200, Duration: 20 * time.Millisecond, Replica: "bench/1"})
@@ -502,8 +502,8 @@ func (r *growthRun) duplicate(ctx context.Context, rng *rand.Rand) error {
 	if err != nil {
 		return err
 	}
-	if res.Outcome != dedupe.Duplicate || res.Record.Response == nil || res.Record.Response.Status != 200 {
-		return fmt.Errorf("claim %s/%s (id %d) = %v, want duplicate with a stored 200", sender, key, id, res.Outcome)
+	if res.Found != dedupe.Duplicate || res.Record.Response == nil || res.Record.Response.Status != 200 {
+		return fmt.Errorf("claim %s/%s (id %d) = %v, want duplicate with a stored 200", sender, key, id, res.Found)
 	}
 	return nil
 }

@@ -181,8 +181,8 @@ func (r *rig) storeNew(b *testing.B, conc int) {
 		if err != nil {
 			return err
 		}
-		if res.Outcome != dedupe.Claimed {
-			return fmt.Errorf("claim %s = %v", key, res.Outcome)
+		if res.Found != dedupe.Claimed {
+			return fmt.Errorf("claim %s = %v", key, res.Found)
 		}
 		return r.store.Complete(ctx, sender, key, owner, storedResp, dedupe.Attempt{At: time.Now(), By: dedupe.AttemptBySender, Outcome: "processed", Status: 200})
 	})
@@ -209,8 +209,8 @@ func (r *rig) storeDuplicate(b *testing.B, conc int) {
 		if err != nil {
 			return err
 		}
-		if res.Outcome != dedupe.Duplicate {
-			return fmt.Errorf("claim %s = %v, want duplicate", key, res.Outcome)
+		if res.Found != dedupe.Duplicate {
+			return fmt.Errorf("claim %s = %v, want duplicate", key, res.Found)
 		}
 		return nil
 	})

@@ -16,7 +16,7 @@ import (
 // shapes forwarded without dedupe, and whether a signature is checked. It
 // leaves out what only tunes a delivery (timeouts, mode, stored bodies,
 // headers): switching a ready sender to mode: enforce is no new rules.
-// The readiness counters carry it, so the report counts from the last
+// The traffic counters carry it, so the report counts from the last
 // change of a sender's rules (dedupe/readiness). It never depends on a
 // secret's value nor on a pointer's address: the same file compiles to
 // the same tag in every process.

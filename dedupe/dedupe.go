@@ -319,14 +319,18 @@ func (r *ClaimRequest) ClaimFingerprint() []byte {
 	return r.Fingerprint
 }
 
-// Outcome says what a Claim found.
-type Outcome int
+// Found says what a Claim found: the key new (Claimed) or given way
+// (TakenOver), or a record that stands (Duplicate, Conflicting,
+// InProgress, Held). The decision on the delivery that follows, as
+// counted and logged, is its outcome (Attempt.Outcome, the traffic
+// counters), not this.
+type Found int
 
 const (
 	// Claimed: the key was new (or its record had expired, or was
 	// released); the caller now owns a processing claim and must Complete,
 	// Release or Hold it.
-	Claimed Outcome = iota + 1
+	Claimed Found = iota + 1
 	// TakenOver: the key was processing under an expired lease and the same
 	// payload hash; the caller now owns the claim (Takeovers was incremented).
 	TakenOver
@@ -348,7 +352,7 @@ const (
 // released, not past its lease) means for a delivery with payload hash
 // hash: Conflicting for another payload, else Duplicate (done), Held
 // (unknown) or InProgress. The backends that judge claims in Go share it.
-func Standing(rec Record, hash string) Outcome {
+func Standing(rec Record, hash string) Found {
 	switch {
 	case rec.PayloadHash != hash:
 		return Conflicting
@@ -361,24 +365,24 @@ func Standing(rec Record, hash string) Outcome {
 	}
 }
 
-var outcomeNames = map[Outcome]string{
+var foundNames = map[Found]string{
 	Claimed: "claimed", TakenOver: "taken_over", Duplicate: "duplicate",
 	Conflicting: "conflict", InProgress: "in_progress", Held: "held",
 }
 
-func (o Outcome) String() string {
-	if s, ok := outcomeNames[o]; ok {
+func (f Found) String() string {
+	if s, ok := foundNames[f]; ok {
 		return s
 	}
-	return "outcome(?)"
+	return "found(?)"
 }
 
-// ClaimResult is a Claim's answer: the outcome and the record as it stands
+// ClaimResult is a Claim's answer: what it found and the record as it stands
 // after the claim (for Conflicting, the stored original, with its
 // RequestBody when one was kept).
 type ClaimResult struct {
-	Outcome Outcome
-	Record  Record
+	Found  Found
+	Record Record
 }
 
 // Hit is a batch of replays to add to a record's hit counter.

@@ -16,7 +16,7 @@ package faults_test
 // a restarted serve at 592 MB before any traffic; a maxmemory Redis full
 // after 75 s, then 276 of 300 genuine webhooks answered 503):
 //
-//   - the readiness counters keep at most dedupe.MaxTrafficShapes shapes
+//   - the traffic counters keep at most dedupe.MaxTrafficShapes shapes
 //     per day, sender, path and outcome (and one "other shapes" counter),
 //     on the paths the config writes, never the client's;
 //   - serve's peak RSS stays under 256 MiB, the store grows under 64 MiB;

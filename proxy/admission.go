@@ -255,7 +255,7 @@ func (r *refusals) note(now time.Time) int64 {
 // (unmatchedEvery), as refusals past max_inflight do: each line names the
 // request's fields, which the client picks, and a flood of made-up
 // requests must not become a flood of log lines. The metrics and the
-// readiness counters count every request. Paths are the config's routes,
+// traffic counters count every request. Paths are the config's routes,
 // so the map holds one entry per route a config ever had.
 func (p *Proxy) unmatchedLine(path string) int64 {
 	v, ok := p.unmatchedLog.Load(path)

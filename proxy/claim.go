@@ -39,7 +39,7 @@ func (d *delivery) claimLoop() {
 			d.storeDown(err)
 			return
 		}
-		if res.Outcome == dedupe.Conflicting && d.legacyHash != "" && res.Record.PayloadHash == d.legacyHash {
+		if res.Found == dedupe.Conflicting && d.legacyHash != "" && res.Record.PayloadHash == d.legacyHash {
 			// Stored by a hookonce whose hash did not cover the query:
 			// the same payload in the old form. Claim in that form.
 			d.hash, d.legacyHash = d.legacyHash, ""
@@ -48,7 +48,7 @@ func (d *delivery) claimLoop() {
 		// Row 7: what a changed payload means for this sender.
 		var attrs []any
 		answeredDup := false
-		if res.Outcome == dedupe.Conflicting {
+		if res.Found == dedupe.Conflicting {
 			attrs = []any{"stored_sha256", res.Record.PayloadHash, "received_sha256", d.hash}
 			if !accepted && !rekeyed && s.ChangedPayload != contract.ChangedNewEvent && !s.Shadow() {
 				// An operator accepted this payload already: it is the
@@ -79,14 +79,14 @@ func (d *delivery) claimLoop() {
 					append(attrs, "key", d.key, "changed_payload", s.ChangedPayload)...)
 				continue
 			}
-			if changed.res.Outcome != res.Outcome {
+			if changed.res.Found != res.Found {
 				attrs = append(attrs, "changed_payload", s.ChangedPayload)
 				answeredDup = true
 			}
 			res = changed.res
 		}
 		dec := decideClaim(s, res, time.Now().Before(deadline))
-		switch res.Outcome {
+		switch res.Found {
 		case dedupe.Held:
 			attrs = []any{"state", "unknown"}
 		}
@@ -101,7 +101,7 @@ func (d *delivery) claimLoop() {
 		}
 		switch dec.act {
 		case actForward:
-			d.takeover = res.Outcome == dedupe.TakenOver
+			d.takeover = res.Found == dedupe.TakenOver
 			d.forwardClaimed()
 		case actPlain:
 			d.done(dec.outcome, 0, attrs...)
@@ -126,7 +126,7 @@ func (d *delivery) claimLoop() {
 			d.done(OutcomeInProgress, http.StatusConflict)
 			answerInProgress(w, s)
 		default:
-			d.storeDown(fmt.Errorf("claim %s/%s: unexpected outcome %v", s.Name, d.key, res.Outcome))
+			d.storeDown(fmt.Errorf("claim %s/%s: unexpected outcome %v", s.Name, d.key, res.Found))
 		}
 		return
 	}

@@ -34,13 +34,13 @@ type claimDecision struct {
 	record  bool // record a conflict (also in shadow mode)
 }
 
-// decideClaim judges a Claim's outcome for sender s. canWait says whether
+// decideClaim judges what a Claim found for sender s. canWait says whether
 // the delivery may still wait for another one (in_progress: wait, before
 // wait_timeout). Shadow mode turns every refusal into a plain forward, in
 // this one place.
 func decideClaim(s *contract.Sender, res dedupe.ClaimResult, canWait bool) claimDecision {
 	var d claimDecision
-	switch res.Outcome {
+	switch res.Found {
 	case dedupe.Claimed:
 		return claimDecision{row: "5", outcome: OutcomeProcessed, act: actForward}
 	case dedupe.TakenOver:
@@ -145,12 +145,12 @@ type changedJudgement struct {
 // held: 409); new_event claims the payload as its own event, once (a key
 // already extended never conflicts by its hash, so this cannot loop).
 func judgeChanged(s *contract.Sender, res dedupe.ClaimResult) changedJudgement {
-	if res.Outcome != dedupe.Conflicting {
+	if res.Found != dedupe.Conflicting {
 		return changedJudgement{res: res}
 	}
 	switch s.ChangedPayload {
 	case contract.ChangedDuplicate:
-		res.Outcome = dedupe.Standing(res.Record, res.Record.PayloadHash)
+		res.Found = dedupe.Standing(res.Record, res.Record.PayloadHash)
 		return changedJudgement{res: res}
 	case contract.ChangedNewEvent:
 		return changedJudgement{res: res, rekey: true}

@@ -25,20 +25,20 @@ func TestDecideClaim(t *testing.T) {
 		canWait  bool
 		want     claimDecision
 	}{
-		{"5", "", dedupe.ClaimResult{Outcome: dedupe.Claimed}, true, claimDecision{"5", OutcomeProcessed, 0, actForward, false}},
-		{"9", "", dedupe.ClaimResult{Outcome: dedupe.TakenOver}, true, claimDecision{"9", OutcomeTakeover, 0, actForward, false}},
-		{"6", "", dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 201, actReplay, false}},
-		{"6 duplicate: 200", "    duplicate: \"200\"\n", dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 200, actReplay, false}},
-		{"7", "", dedupe.ClaimResult{Outcome: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 422, actConflict, true}},
-		{"7 conflict 409", "    conflict: {status: 409}\n", dedupe.ClaimResult{Outcome: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 409, actConflict, true}},
-		{"8 wait", "", dedupe.ClaimResult{Outcome: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 0, actWait, false}},
-		{"8 waited out", "", dedupe.ClaimResult{Outcome: dedupe.InProgress}, false, claimDecision{"8", OutcomeInProgress, 409, actInProgress, false}},
-		{"8 reject", "    in_progress: reject\n", dedupe.ClaimResult{Outcome: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 409, actInProgress, false}},
-		{"10a held", "", dedupe.ClaimResult{Outcome: dedupe.Held}, true, claimDecision{"10a", OutcomeInProgress, 409, actHeld, false}},
-		{"shadow 6", "    mode: shadow\n", dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 0, actPlain, false}},
-		{"shadow 7 still records", "    mode: shadow\n", dedupe.ClaimResult{Outcome: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 0, actPlain, true}},
-		{"shadow 8", "    mode: shadow\n", dedupe.ClaimResult{Outcome: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 0, actPlain, false}},
-		{"shadow 5 forwards under the claim", "    mode: shadow\n", dedupe.ClaimResult{Outcome: dedupe.Claimed}, true, claimDecision{"5", OutcomeProcessed, 0, actForward, false}},
+		{"5", "", dedupe.ClaimResult{Found: dedupe.Claimed}, true, claimDecision{"5", OutcomeProcessed, 0, actForward, false}},
+		{"9", "", dedupe.ClaimResult{Found: dedupe.TakenOver}, true, claimDecision{"9", OutcomeTakeover, 0, actForward, false}},
+		{"6", "", dedupe.ClaimResult{Found: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 201, actReplay, false}},
+		{"6 duplicate: 200", "    duplicate: \"200\"\n", dedupe.ClaimResult{Found: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 200, actReplay, false}},
+		{"7", "", dedupe.ClaimResult{Found: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 422, actConflict, true}},
+		{"7 conflict 409", "    conflict: {status: 409}\n", dedupe.ClaimResult{Found: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 409, actConflict, true}},
+		{"8 wait", "", dedupe.ClaimResult{Found: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 0, actWait, false}},
+		{"8 waited out", "", dedupe.ClaimResult{Found: dedupe.InProgress}, false, claimDecision{"8", OutcomeInProgress, 409, actInProgress, false}},
+		{"8 reject", "    in_progress: reject\n", dedupe.ClaimResult{Found: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 409, actInProgress, false}},
+		{"10a held", "", dedupe.ClaimResult{Found: dedupe.Held}, true, claimDecision{"10a", OutcomeInProgress, 409, actHeld, false}},
+		{"shadow 6", "    mode: shadow\n", dedupe.ClaimResult{Found: dedupe.Duplicate, Record: done}, true, claimDecision{"6", OutcomeDuplicate, 0, actPlain, false}},
+		{"shadow 7 still records", "    mode: shadow\n", dedupe.ClaimResult{Found: dedupe.Conflicting}, true, claimDecision{"7", OutcomeConflict, 0, actPlain, true}},
+		{"shadow 8", "    mode: shadow\n", dedupe.ClaimResult{Found: dedupe.InProgress}, true, claimDecision{"8", OutcomeInProgress, 0, actPlain, false}},
+		{"shadow 5 forwards under the claim", "    mode: shadow\n", dedupe.ClaimResult{Found: dedupe.Claimed}, true, claimDecision{"5", OutcomeProcessed, 0, actForward, false}},
 	} {
 		t.Run(tt.row, func(t *testing.T) {
 			if got := decideClaim(sender(t, tt.cfg), tt.res, tt.canWait); got != tt.want {
@@ -100,7 +100,7 @@ func TestJudgeChanged(t *testing.T) {
 	} {
 		t.Run(tt.row, func(t *testing.T) {
 			s := sender(t, tt.cfg)
-			j := judgeChanged(s, dedupe.ClaimResult{Outcome: dedupe.Conflicting, Record: tt.rec})
+			j := judgeChanged(s, dedupe.ClaimResult{Found: dedupe.Conflicting, Record: tt.rec})
 			if j.rekey != tt.rekey {
 				t.Fatalf("rekey %v, want %v", j.rekey, tt.rekey)
 			}
@@ -114,7 +114,7 @@ func TestJudgeChanged(t *testing.T) {
 	}
 	// Any other outcome is left as it is.
 	s := sender(t, "    changed_payload: duplicate\n")
-	if j := judgeChanged(s, dedupe.ClaimResult{Outcome: dedupe.Claimed}); j.rekey || j.res.Outcome != dedupe.Claimed {
+	if j := judgeChanged(s, dedupe.ClaimResult{Found: dedupe.Claimed}); j.rekey || j.res.Found != dedupe.Claimed {
 		t.Errorf("a new claim judged as changed: %+v", j)
 	}
 }

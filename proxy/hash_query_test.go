@@ -43,8 +43,8 @@ func TestGetCallbackPayloadIsItsQuery(t *testing.T) {
 	owner := "older-hookonce"
 	res, err := store.Claim(ctx, dedupe.ClaimRequest{Sender: "rk", Key: "8", PayloadHash: hex.EncodeToString(empty[:]),
 		Owner: owner, Lease: time.Minute, TTL: time.Hour})
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("seed claim: %v %v", res.Outcome, err)
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("seed claim: %v %v", res.Found, err)
 	}
 	if err := store.Complete(ctx, "rk", "8", owner, dedupe.Response{Status: 200, Body: []byte("OK8")}, dedupe.Attempt{At: time.Now()}); err != nil {
 		t.Fatal(err)

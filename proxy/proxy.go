@@ -72,7 +72,7 @@ type Options struct {
 type Proxy struct {
 	contract atomic.Pointer[contract.Contract]
 	// rulesTags are the senders' RulesTag in force, by name: the
-	// readiness counters carry them (traffic.go).
+	// traffic counters carry them (traffic.go).
 	rulesTags atomic.Pointer[map[string]string]
 	// fpKey is the install's fingerprint key (fingerprint.go); nil until
 	// the store gave it.

@@ -321,7 +321,7 @@ func (d *delivery) unmatched(body []byte, why string) {
 	}
 	var attrs []any
 	if n := d.p.unmatchedLine(d.rt.Path); n == 0 {
-		d.quiet = true // counted (metrics, readiness counters), not logged
+		d.quiet = true // counted (metrics, traffic counters), not logged
 	} else {
 		attrs = []any{"reason", why, "unmatched", d.rt.UnmatchedReason(), "method", sh.Method, "content_type", sh.ContentType,
 			"query_fields", strings.Join(sh.Query, ","), "form_fields", strings.Join(sh.Form, ","), "json_fields", strings.Join(sh.JSON, ","),

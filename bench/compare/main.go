@@ -171,8 +171,8 @@ func storeOnly(store dedupe.Store) op {
 		if err != nil {
 			return err
 		}
-		if res.Outcome != dedupe.Claimed {
-			return fmt.Errorf("claim %s: %v", req.Key, res.Outcome)
+		if res.Found != dedupe.Claimed {
+			return fmt.Errorf("claim %s: %v", req.Key, res.Found)
 		}
 		return store.Complete(ctx, req.Sender, req.Key, req.Owner, resp,
 			dedupe.Attempt{At: time.Now(), By: "sender", Outcome: "completed", Status: 200})

@@ -155,10 +155,10 @@ func (c *Store) Unwrap() dedupe.Store { return c.Store }
 // conflict, rare, needs the stored request body for its changed paths).
 func (c *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	if rec, ok := c.get(req.Sender, req.Key); ok && rec.PayloadHash == req.PayloadHash {
-		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
+		return dedupe.ClaimResult{Found: dedupe.Duplicate, Record: rec}, nil
 	}
 	res, err := c.Store.Claim(ctx, req)
-	if err == nil && res.Outcome == dedupe.Duplicate && res.Record.State == dedupe.StateDone {
+	if err == nil && res.Found == dedupe.Duplicate && res.Record.State == dedupe.StateDone {
 		c.put(res.Record)
 	}
 	return res, err

@@ -46,24 +46,24 @@ func done(t *testing.T, s dedupe.Store, key, hash string) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "s", Key: key, PayloadHash: hash, Owner: "o-" + key, Lease: time.Minute, TTL: time.Hour})
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim %s: %v %v", key, res.Outcome, err)
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim %s: %v %v", key, res.Found, err)
 	}
 	if err := s.Complete(ctx, "s", key, "o-"+key, dedupe.Response{Status: 201, Header: http.Header{}, Body: []byte("ok")}, dedupe.Attempt{At: time.Now(), Outcome: "processed"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func claim(t *testing.T, s dedupe.Store, key, hash string) dedupe.Outcome {
+func claim(t *testing.T, s dedupe.Store, key, hash string) dedupe.Found {
 	t.Helper()
 	res, err := s.Claim(context.Background(), dedupe.ClaimRequest{Sender: "s", Key: key, PayloadHash: hash, Owner: "x", Lease: time.Minute, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome == dedupe.Duplicate && (res.Record.Response == nil || res.Record.Response.Status != 201) {
+	if res.Found == dedupe.Duplicate && (res.Record.Response == nil || res.Record.Response.Status != 201) {
 		t.Fatalf("duplicate without its stored answer: %+v", res.Record)
 	}
-	return res.Outcome
+	return res.Found
 }
 
 func TestDuplicatesAnsweredFromMemory(t *testing.T) {

@@ -41,14 +41,14 @@ func req(sender, key, hash, own string) dedupe.ClaimRequest {
 	return dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: hash, Owner: own, Lease: longLease, TTL: longTTL}
 }
 
-func mustClaim(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest, want dedupe.Outcome) dedupe.ClaimResult {
+func mustClaim(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest, want dedupe.Found) dedupe.ClaimResult {
 	t.Helper()
 	got, err := s.Claim(ctxT(t), r)
 	if err != nil {
 		t.Fatalf("Claim(%s/%s): %v", r.Sender, r.Key, err)
 	}
-	if got.Outcome != want {
-		t.Fatalf("Claim(%s/%s) outcome = %v, want %v (record state %q)", r.Sender, r.Key, got.Outcome, want, got.Record.State)
+	if got.Found != want {
+		t.Fatalf("Claim(%s/%s) outcome = %v, want %v (record state %q)", r.Sender, r.Key, got.Found, want, got.Record.State)
 	}
 	return got
 }
@@ -864,12 +864,12 @@ func testProbeLeavesNothing(t *testing.T, s dedupe.Store, sender string) {
 
 // claimAtOnce fires n claims of one key at the same moment and counts the
 // outcomes; errors fail the test.
-func claimAtOnce(t *testing.T, s dedupe.Store, sender string, n int) map[dedupe.Outcome]int {
+func claimAtOnce(t *testing.T, s dedupe.Store, sender string, n int) map[dedupe.Found]int {
 	t.Helper()
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex // guards counts
-		counts = map[dedupe.Outcome]int{}
+		counts = map[dedupe.Found]int{}
 	)
 	start := make(chan struct{})
 	for i := 0; i < n; i++ {
@@ -883,7 +883,7 @@ func claimAtOnce(t *testing.T, s dedupe.Store, sender string, n int) map[dedupe.
 				return
 			}
 			mu.Lock()
-			counts[res.Outcome]++
+			counts[res.Found]++
 			mu.Unlock()
 		}()
 	}

@@ -57,8 +57,8 @@ func TestConcurrentClaimsShareCommits(t *testing.T) {
 	b0, c0 := postgres.ClaimBatches(s)
 	res, errs := claimAll(s, reqs)
 	for i := range reqs {
-		if errs[i] != nil || res[i].Outcome != dedupe.Claimed || res[i].Record.Owner != reqs[i].Owner {
-			t.Errorf("claim %d: %v %v owner %q", i, res[i].Outcome, errs[i], res[i].Record.Owner)
+		if errs[i] != nil || res[i].Found != dedupe.Claimed || res[i].Record.Owner != reqs[i].Owner {
+			t.Errorf("claim %d: %v %v owner %q", i, res[i].Found, errs[i], res[i].Record.Owner)
 		}
 	}
 	b1, c1 := postgres.ClaimBatches(s)
@@ -101,8 +101,8 @@ func TestFirstTryIsOneRoundTrip(t *testing.T) {
 	r0 := postgres.LoopReads(s)
 	res, errs := claimAll(s, reqs)
 	for i := range reqs {
-		if errs[i] != nil || res[i].Outcome != dedupe.Claimed {
-			t.Fatalf("claim %d: %v %v", i, res[i].Outcome, errs[i])
+		if errs[i] != nil || res[i].Found != dedupe.Claimed {
+			t.Fatalf("claim %d: %v %v", i, res[i].Found, errs[i])
 		}
 		if err := s.Complete(ctx, "s", reqs[i].Key, reqs[i].Owner, dedupe.Response{Status: 200, Body: []byte("ok")}, dedupe.Attempt{}); err != nil {
 			t.Fatal(err)
@@ -116,8 +116,8 @@ func TestFirstTryIsOneRoundTrip(t *testing.T) {
 	}
 	again = append(again, claimReq("first0", "other"))
 	busy := claimReq("busy", "h")
-	if res, err := s.Claim(ctx, busy); err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("busy: %v %v", res.Outcome, err)
+	if res, err := s.Claim(ctx, busy); err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("busy: %v %v", res.Found, err)
 	}
 	again = append(again, claimReq("busy", "h"))
 	res, errs = claimAll(s, again)
@@ -129,8 +129,8 @@ func TestFirstTryIsOneRoundTrip(t *testing.T) {
 		case i == n+1:
 			want = dedupe.InProgress
 		}
-		if errs[i] != nil || res[i].Outcome != want {
-			t.Errorf("repeat %d (%s): %v %v, want %v", i, again[i].Key, res[i].Outcome, errs[i], want)
+		if errs[i] != nil || res[i].Found != want {
+			t.Errorf("repeat %d (%s): %v %v, want %v", i, again[i].Key, res[i].Found, errs[i], want)
 		}
 	}
 	if d := postgres.LoopReads(s) - r0; d != 0 {
@@ -141,8 +141,8 @@ func TestFirstTryIsOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	retry := claimReq("busy", "h")
-	if res, err := s.Claim(ctx, retry); err != nil || res.Outcome != dedupe.Claimed || res.Record.Owner != retry.Owner {
-		t.Errorf("released record: %v %v owner %q", res.Outcome, err, res.Record.Owner)
+	if res, err := s.Claim(ctx, retry); err != nil || res.Found != dedupe.Claimed || res.Record.Owner != retry.Owner {
+		t.Errorf("released record: %v %v owner %q", res.Found, err, res.Record.Owner)
 	}
 	if d := postgres.LoopReads(s) - r0; d != 1 {
 		t.Errorf("the released record took %d loop reads, want 1", d)
@@ -164,10 +164,10 @@ func TestConcurrentClaimsOfOneKeyOneWinner(t *testing.T) {
 		switch {
 		case errs[i] != nil:
 			t.Errorf("claim %d: %v", i, errs[i])
-		case res[i].Outcome == dedupe.Claimed:
+		case res[i].Found == dedupe.Claimed:
 			won++
-		case res[i].Outcome != dedupe.InProgress:
-			t.Errorf("claim %d: outcome %v", i, res[i].Outcome)
+		case res[i].Found != dedupe.InProgress:
+			t.Errorf("claim %d: outcome %v", i, res[i].Found)
 		}
 	}
 	if won != 1 {
@@ -240,8 +240,8 @@ func TestStalledBatchDoesNotBlockOthers(t *testing.T) {
 	start := time.Now()
 	free := claimReq("free", "h")
 	res, err := s.Claim(ctxFor(t, 3*time.Second), free)
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim of a free key behind a stalled batch: %v %v after %s", res.Outcome, err, time.Since(start))
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim of a free key behind a stalled batch: %v %v after %s", res.Found, err, time.Since(start))
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("claim of a free key took %s behind a stalled batch", took)
@@ -289,8 +289,8 @@ func TestFailingClaimInABatch(t *testing.T) {
 			if cerrs[i] == nil || errors.Is(cerrs[i], dedupe.ErrUnavailable) {
 				t.Errorf("bad claim: %v, want a non-outage error", cerrs[i])
 			}
-		case cerrs[i] != nil || res[i].Outcome != dedupe.Claimed:
-			t.Errorf("claim %d: %v %v", i, res[i].Outcome, cerrs[i])
+		case cerrs[i] != nil || res[i].Found != dedupe.Claimed:
+			t.Errorf("claim %d: %v %v", i, res[i].Found, cerrs[i])
 		}
 	}
 }
@@ -335,8 +335,8 @@ func BenchmarkClaim32(b *testing.B) {
 					defer wg.Done()
 					for i := w; i < b.N; i += workers {
 						r := claimReq(fmt.Sprintf("bench-%d", i), "h")
-						if res, err := s.Claim(context.Background(), r); err != nil || res.Outcome != dedupe.Claimed {
-							b.Errorf("claim %d: %v %v", i, res.Outcome, err)
+						if res, err := s.Claim(context.Background(), r); err != nil || res.Found != dedupe.Claimed {
+							b.Errorf("claim %d: %v %v", i, res.Found, err)
 							return
 						}
 					}

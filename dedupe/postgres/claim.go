@@ -128,7 +128,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		case err == nil && it.won:
 			return ownClaim(it.rec), nil
 		case err == nil && it.found && !it.claimable:
-			return dedupe.ClaimResult{Outcome: dedupe.Standing(it.rec, req.PayloadHash), Record: it.rec}, nil
+			return dedupe.ClaimResult{Found: dedupe.Standing(it.rec, req.PayloadHash), Record: it.rec}, nil
 		case err == nil, errors.Is(err, errSolo):
 			// A record that gives way, one that vanished between the two
 			// statements, or a batch to try again alone: the loop.
@@ -142,7 +142,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		rec, err := scanRecord(s.db.QueryRow(ctx, readSQL, req.Sender, req.Key, req.PayloadHash), &claimable)
 		switch {
 		case err == nil && !claimable:
-			return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
+			return dedupe.ClaimResult{Found: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return dedupe.ClaimResult{}, fail(op, err)
 		}
@@ -170,9 +170,9 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 
 func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
 	if rec.Takeovers > 0 {
-		return dedupe.ClaimResult{Outcome: dedupe.TakenOver, Record: rec}
+		return dedupe.ClaimResult{Found: dedupe.TakenOver, Record: rec}
 	}
-	return dedupe.ClaimResult{Outcome: dedupe.Claimed, Record: rec}
+	return dedupe.ClaimResult{Found: dedupe.Claimed, Record: rec}
 }
 
 // ambiguousClaim handles an error from the claim statement. When the

@@ -82,7 +82,7 @@ func TestUnconfirmedCommit(t *testing.T) {
 	res, err := s.Claim(ctxFor(t, 10*time.Second), claimReq("new", "h"))
 	wg.Wait()
 	if !errors.Is(err, dedupe.ErrUnavailable) {
-		t.Fatalf("claim whose sync wait was cancelled: %v %v, want ErrUnavailable", res.Outcome, err)
+		t.Fatalf("claim whose sync wait was cancelled: %v %v, want ErrUnavailable", res.Found, err)
 	}
 
 	// A completion whose wait the server cancels.

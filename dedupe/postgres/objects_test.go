@@ -154,8 +154,8 @@ func TestObjectLocksShareCommitsWithClaims(t *testing.T) {
 			<-start
 			r := claimReq(fmt.Sprintf("k%d", i), "h") // sender "s": the same two names
 			res, err := s.Claim(ctxFor(t, 30*time.Second), r)
-			if err == nil && res.Outcome != dedupe.Claimed {
-				err = fmt.Errorf("claim k%d: %v", i, res.Outcome)
+			if err == nil && res.Found != dedupe.Claimed {
+				err = fmt.Errorf("claim k%d: %v", i, res.Found)
 			}
 			errs[n+i] = err
 		}()

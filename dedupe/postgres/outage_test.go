@@ -97,15 +97,15 @@ func TestOutageStopStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := eventually(t, s, claimReq("during", "h"))
-	if res.Outcome != dedupe.Claimed {
-		t.Fatalf("first claim of 'during' after the outage: %v, want claimed", res.Outcome)
+	if res.Found != dedupe.Claimed {
+		t.Fatalf("first claim of 'during' after the outage: %v, want claimed", res.Found)
 	}
 	if err := s.Probe(ctxFor(t, 5*time.Second)); err != nil {
 		t.Fatalf("Probe after the outage: %v", err)
 	}
 	dup := eventually(t, s, claimReq("before", "h"))
-	if dup.Outcome != dedupe.Duplicate || string(dup.Record.Response.Body) != "ok" {
-		t.Fatalf("record stored before the outage: %v %+v", dup.Outcome, dup.Record.Response)
+	if dup.Found != dedupe.Duplicate || string(dup.Record.Response.Body) != "ok" {
+		t.Fatalf("record stored before the outage: %v %+v", dup.Found, dup.Record.Response)
 	}
 }
 
@@ -197,11 +197,11 @@ func TestPausedDatabase(t *testing.T) {
 	end = time.Now().Add(15 * time.Second)
 	for {
 		res := eventually(t, s, claimReq("frozen", "h"))
-		if res.Outcome == dedupe.Claimed || res.Outcome == dedupe.TakenOver {
+		if res.Found == dedupe.Claimed || res.Found == dedupe.TakenOver {
 			break
 		}
-		if _, ok := frozenOwners.Load(res.Record.Owner); res.Outcome != dedupe.InProgress || !ok {
-			t.Fatalf("claim after resume: %v held by %q, want claimed, or in progress under a frozen caller's late claim", res.Outcome, res.Record.Owner)
+		if _, ok := frozenOwners.Load(res.Record.Owner); res.Found != dedupe.InProgress || !ok {
+			t.Fatalf("claim after resume: %v held by %q, want claimed, or in progress under a frozen caller's late claim", res.Found, res.Record.Owner)
 		}
 		if time.Now().After(end) {
 			t.Fatal("a late claim from the frozen period outlived its lease")

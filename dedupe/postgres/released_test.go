@@ -90,8 +90,8 @@ func TestReleasedIsClaimedAsNew(t *testing.T) {
 	}
 	time.Sleep(250 * time.Millisecond)
 	taker := claimReq("k", "h1")
-	if res, err := s.Claim(ctx, taker); err != nil || res.Outcome != dedupe.TakenOver {
-		t.Fatalf("takeover: %v, %v", res.Outcome, err)
+	if res, err := s.Claim(ctx, taker); err != nil || res.Found != dedupe.TakenOver {
+		t.Fatalf("takeover: %v, %v", res.Found, err)
 	}
 	if err := s.Release(ctx, "s", "k", taker.Owner, testAttempt("released")); err != nil {
 		t.Fatal(err)
@@ -107,8 +107,8 @@ func TestReleasedIsClaimedAsNew(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	second := claimReq("k", "h2") // another payload, no request kept
 	res, err := s.Claim(ctx, second)
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim of a released record: %v, %v", res.Outcome, err)
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim of a released record: %v, %v", res.Found, err)
 	}
 	rec := res.Record
 	switch {
@@ -142,8 +142,8 @@ func TestExpiredReleasedStartsEmpty(t *testing.T) {
 	}
 	time.Sleep(250 * time.Millisecond)
 	res, err := s.Claim(ctx, claimReq("reclaimed", "h"))
-	if err != nil || res.Outcome != dedupe.Claimed || len(res.Record.Attempts) != 0 {
-		t.Fatalf("claim of an expired released record: %v %+v, %v", res.Outcome, res.Record.Attempts, err)
+	if err != nil || res.Found != dedupe.Claimed || len(res.Record.Attempts) != 0 {
+		t.Fatalf("claim of an expired released record: %v %+v, %v", res.Found, res.Record.Attempts, err)
 	}
 	if n, err := s.Purge(ctx, dedupe.PurgeRequest{}); err != nil || n != 1 {
 		t.Fatalf("Purge = %d, %v; want the expired released record", n, err)

@@ -151,7 +151,7 @@ func TestAnswersFromAReadWriteNothing(t *testing.T) {
 		name string
 		hash string
 		done bool
-		want dedupe.Outcome
+		want dedupe.Found
 	}{
 		{"duplicate", "h", true, dedupe.Duplicate},
 		{"conflict", "other", true, dedupe.Conflicting},
@@ -172,8 +172,8 @@ func TestAnswersFromAReadWriteNothing(t *testing.T) {
 			before := rowVersion(key)
 			for range 5 {
 				res, err := s.Claim(ctx, claimReq(key, tc.hash))
-				if err != nil || res.Outcome != tc.want {
-					t.Fatalf("Claim = %v, %v; want %v", res.Outcome, err, tc.want)
+				if err != nil || res.Found != tc.want {
+					t.Fatalf("Claim = %v, %v; want %v", res.Found, err, tc.want)
 				}
 			}
 			if after := rowVersion(key); after != before || after[len(after)-2:] != "/0" {
@@ -213,7 +213,7 @@ func TestChurnNeverTwoHolders(t *testing.T) {
 					t.Errorf("Claim: %v", err)
 					return
 				}
-				if res.Outcome != dedupe.Claimed {
+				if res.Found != dedupe.Claimed {
 					continue
 				}
 				claims.Add(1)
@@ -256,10 +256,10 @@ func TestTwoStoresOneWinnerPerEvent(t *testing.T) {
 				switch {
 				case err != nil:
 					t.Errorf("Claim: %v", err)
-				case res.Outcome == dedupe.Claimed:
+				case res.Found == dedupe.Claimed:
 					won[e].Add(1)
-				case res.Outcome != dedupe.InProgress:
-					t.Errorf("event %d: outcome %v", e, res.Outcome)
+				case res.Found != dedupe.InProgress:
+					t.Errorf("event %d: outcome %v", e, res.Found)
 				}
 			}()
 		}
@@ -304,8 +304,8 @@ func TestLeastPrivilegeRoleServesMigratedDatabase(t *testing.T) {
 	limitedDSN := strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
 	s := mustNew(t, limitedDSN)
 	r := claimReq("k", "h")
-	if res, err := s.Claim(ctx, r); err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("Claim as %s: %v, %v", role, res.Outcome, err)
+	if res, err := s.Claim(ctx, r); err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("Claim as %s: %v, %v", role, res.Found, err)
 	}
 	if err := s.Complete(ctx, "s", "k", r.Owner, dedupe.Response{Status: 200}, testAttempt("processed")); err != nil {
 		t.Fatal(err)

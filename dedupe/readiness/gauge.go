@@ -46,7 +46,7 @@ func (g *Gauge) Set(r Report) {
 			continue // renamed or removed: no series to alert on
 		}
 		v := 0.0
-		if s.Verdict == Ready {
+		if s.Verdict == GoLive {
 			v = 1
 		}
 		if s.Verdict == NotEnough && s.EarlierRules > 0 {

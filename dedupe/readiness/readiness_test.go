@@ -79,29 +79,29 @@ func TestVerdicts(t *testing.T) {
 	for _, r := range rep.Senders {
 		by[r.Sender] = r
 	}
-	if r := by["ready"]; r.Verdict != readiness.Ready || len(r.Problems) != 0 || len(r.Notes) != 0 {
+	if r := by["ready"]; r.Verdict != readiness.GoLive || len(r.Problems) != 0 || len(r.Notes) != 0 {
 		t.Errorf("ready: %+v", r)
 	}
 	if r := by["quiet"]; r.Verdict != readiness.NotEnough || !strings.Contains(r.Reason, "14 more deliveries (about 6 more days") ||
 		!strings.Contains(r.Reason, "2 more exact repeats") {
 		t.Errorf("quiet: %s: %s", r.Verdict, r.Reason)
 	}
-	if r := by["keyless"]; r.Verdict != readiness.NotReady || r.MissingKey != 3 ||
+	if r := by["keyless"]; r.Verdict != readiness.NoGo || r.MissingKey != 3 ||
 		!has(r.Problems, "3 deliveries had no event id (would be answered 400); they looked like: POST; json: object,type") ||
 		!has(r.Problems, "`missing_key: pass`") {
 		t.Errorf("keyless: %+v", r)
 	}
-	if r := by["forged"]; r.Verdict != readiness.NotReady || r.SignatureFailures != 4 || !has(r.Problems, "4 deliveries failed the signature check") {
+	if r := by["forged"]; r.Verdict != readiness.NoGo || r.SignatureFailures != 4 || !has(r.Problems, "4 deliveries failed the signature check") {
 		t.Errorf("forged: %+v", r)
 	}
 	if r := by["gone"]; r.Verdict != readiness.UnknownSender {
 		t.Errorf("gone: %+v", r)
 	}
-	if rep.Ready {
+	if rep.GoLive {
 		t.Error("the report is ready with senders that are not")
 	}
 	one, err := readiness.Build(context.Background(), s, []readiness.Sender{signed("ready")}, readiness.Options{Now: now, Sender: "ready"})
-	if err != nil || len(one.Senders) != 1 || !one.Ready {
+	if err != nil || len(one.Senders) != 1 || !one.GoLive {
 		t.Errorf("--sender ready: %+v, %v", one, err)
 	}
 }
@@ -136,7 +136,7 @@ func TestChangedFields(t *testing.T) {
 	if !has(shop.Problems, "add `refundId` to the key") || !has(shop.Problems, "add `meta.sent_at` to `ignore`") {
 		t.Errorf("shop problems: %+v", shop.Problems)
 	}
-	if bare.Verdict != readiness.NotReady || !has(bare.Problems, "open the conflicts") || has(bare.Problems, "store_request_body") {
+	if bare.Verdict != readiness.NoGo || !has(bare.Problems, "open the conflicts") || has(bare.Problems, "store_request_body") {
 		t.Errorf("bare: %+v", bare)
 	}
 }
@@ -146,7 +146,7 @@ func TestUnmatchedPaths(t *testing.T) {
 	s := store(t, count("rk", "processed", 200, 25), count("rk", "would_duplicate", 0, 2),
 		dedupe.TrafficCount{Day: today, Path: "/p", Outcome: "unmatched", Status: 403, Detail: "POST; form: TerminalKey", N: 37})
 	rep := build(t, s, readiness.Sender{Name: "rk", Path: "/p", Signed: true})
-	if !rep.Ready || rep.Senders[0].Deliveries != 27 {
+	if !rep.GoLive || rep.Senders[0].Deliveries != 27 {
 		t.Errorf("rk is judged on the unmatched deliveries: %+v", rep.Senders[0])
 	}
 	if len(rep.Paths) != 1 || rep.Paths[0].Refused != 37 ||
@@ -171,7 +171,7 @@ func TestUnmatchedFlood(t *testing.T) {
 		dedupe.TrafficCount{Day: today.AddDate(0, 0, -2), Path: "/p", Outcome: "unmatched", Status: 403, Detail: "POST; form: TerminalKey", N: 1})
 	s := store(t, flood...)
 	rep := build(t, s, readiness.Sender{Name: "rk", Path: "/p", Signed: true})
-	if !rep.Ready || rep.Senders[0].Deliveries != 27 {
+	if !rep.GoLive || rep.Senders[0].Deliveries != 27 {
 		t.Errorf("rk is judged on the unmatched deliveries: %+v", rep.Senders[0])
 	}
 	want := int64(3*4*dedupe.MaxTrafficShapes + 1)
@@ -199,8 +199,8 @@ func TestGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	g := readiness.NewGauge(reg)
 	g.Set(readiness.Report{Senders: []readiness.SenderReport{
-		{Sender: "a", Verdict: readiness.Ready}, {Sender: "b", Verdict: readiness.NotEnough},
-		{Sender: "c", Verdict: readiness.NotReady}, {Sender: "gone", Verdict: readiness.UnknownSender}}})
+		{Sender: "a", Verdict: readiness.GoLive}, {Sender: "b", Verdict: readiness.NotEnough},
+		{Sender: "c", Verdict: readiness.NoGo}, {Sender: "gone", Verdict: readiness.UnknownSender}}})
 	want := `
 # HELP hookonce_sender_ready 1 when the sender's readiness verdict (hookonce readiness) is ready, 0 when it is not ready or has not seen enough traffic.
 # TYPE hookonce_sender_ready gauge
@@ -216,12 +216,12 @@ hookonce_sender_ready{sender="c"} 0
 	// ready under its new rules, is 0; d, new and changed, has no series.
 	g.Set(readiness.Report{Senders: []readiness.SenderReport{
 		{Sender: "a", Verdict: readiness.NotEnough, EarlierRules: 40}, {Sender: "b", Verdict: readiness.NotEnough},
-		{Sender: "c", Verdict: readiness.NotReady, EarlierRules: 9}, {Sender: "d", Verdict: readiness.NotEnough, EarlierRules: 3}}})
+		{Sender: "c", Verdict: readiness.NoGo, EarlierRules: 9}, {Sender: "d", Verdict: readiness.NotEnough, EarlierRules: 3}}})
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hookonce_sender_ready"); err != nil {
 		t.Fatal(err)
 	}
 	// Then a's new rules prove not ready: 0.
-	g.Set(readiness.Report{Senders: []readiness.SenderReport{{Sender: "a", Verdict: readiness.NotReady, EarlierRules: 40}}})
+	g.Set(readiness.Report{Senders: []readiness.SenderReport{{Sender: "a", Verdict: readiness.NoGo, EarlierRules: 40}}})
 	if v := testutil.ToFloat64(mustGauge(t, reg)); v != 0 {
 		t.Errorf("a not ready under its new rules: gauge %v, want 0", v)
 	}
@@ -254,7 +254,7 @@ func TestRulesWindow(t *testing.T) {
 	)
 	snd := readiness.Sender{Name: "shop", Path: "/p", Mode: "shadow", Signed: true, Rules: "newrules"}
 	sh := build(t, s, snd).Senders[0]
-	if sh.Verdict != readiness.Ready || sh.Changed != 0 || sh.Deliveries != 24 || sh.EarlierRules != 36 || !sh.RulesSince.Equal(today) {
+	if sh.Verdict != readiness.GoLive || sh.Changed != 0 || sh.Deliveries != 24 || sh.EarlierRules != 36 || !sh.RulesSince.Equal(today) {
 		t.Fatalf("after the fix: %s (%s), changed %d, deliveries %d, earlier %d, since %v; want ready on the 24 under the new rules",
 			sh.Verdict, sh.Reason, sh.Changed, sh.Deliveries, sh.EarlierRules, sh.RulesSince)
 	}
@@ -268,7 +268,7 @@ func TestRulesWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := all.Senders[0]; a.Verdict != readiness.NotReady || a.Deliveries != 60 || a.Changed != 6 {
+	if a := all.Senders[0]; a.Verdict != readiness.NoGo || a.Deliveries != 60 || a.Changed != 6 {
 		t.Errorf("--since today: %s, deliveries %d, changed %d; want not ready, 60, 6", a.Verdict, a.Deliveries, a.Changed)
 	}
 	// Rules changed and nothing came since: not enough traffic, saying so.
@@ -292,17 +292,17 @@ func TestSignatureStrangers(t *testing.T) {
 	snd := readiness.Sender{Name: "psp", Path: "/p", Mode: "shadow", Signed: true, Rules: "r1"}
 
 	strangers := build(t, store(t, append(good(25), tagged(count("psp", "would_rejected_signature", 0, 2), "r1", "203.0.113.0/24"))...), snd).Senders[0]
-	if strangers.Verdict != readiness.Ready || strangers.RefusedStrangers != 2 || !has(strangers.Notes, "refused strangers: 2 deliveries") || !has(strangers.Notes, "203.0.113.0/24") {
+	if strangers.Verdict != readiness.GoLive || strangers.RefusedStrangers != 2 || !has(strangers.Notes, "refused strangers: 2 deliveries") || !has(strangers.Notes, "203.0.113.0/24") {
 		t.Errorf("strangers: %s, refused %d, problems %+v, notes %+v; want ready with a note naming 203.0.113.0/24", strangers.Verdict, strangers.RefusedStrangers, strangers.Problems, strangers.Notes)
 	}
 
 	own := build(t, store(t, append(good(25), tagged(count("psp", "would_rejected_signature", 0, 4), "r1", "192.0.2.0/24"))...), snd).Senders[0]
-	if own.Verdict != readiness.NotReady || own.RefusedStrangers != 0 || !has(own.Problems, "check the sender's secret") {
+	if own.Verdict != readiness.NoGo || own.RefusedStrangers != 0 || !has(own.Problems, "check the sender's secret") {
 		t.Errorf("bad signatures from the provider's own network: %s, problems %+v; want not ready, check the secret", own.Verdict, own.Problems)
 	}
 
 	all := build(t, store(t, tagged(count("psp", "would_rejected_signature", 0, 9), "r1", "198.51.100.0/24")), snd).Senders[0]
-	if all.Verdict != readiness.NotReady || !has(all.Problems, "all 9 deliveries failed the signature check") || !has(all.Problems, "check the sender's secret") {
+	if all.Verdict != readiness.NoGo || !has(all.Problems, "all 9 deliveries failed the signature check") || !has(all.Problems, "check the sender's secret") {
 		t.Errorf("every delivery failing: %s, problems %+v; want not ready, check the secret", all.Verdict, all.Problems)
 	}
 }
@@ -344,18 +344,18 @@ func TestNeverKeyOnAmountOrSignature(t *testing.T) {
 			t.Errorf("robokassa told to key on an amount or a signature: %+v", f)
 		}
 	}
-	if rk.Verdict != readiness.Ready || !has(rk.Notes, "`OutSum`, an amount, changed 1 times") || !has(rk.Notes, "possible tampering") ||
+	if rk.Verdict != readiness.GoLive || !has(rk.Notes, "`OutSum`, an amount, changed 1 times") || !has(rk.Notes, "possible tampering") ||
 		!has(rk.Notes, "203.0.113.0/24 (never sent a good delivery)") {
 		t.Errorf("robokassa preset: %s (%s), problems %+v, notes %+v; want ready, OutSum to look at from 203.0.113.0/24", rk.Verdict, rk.Reason, rk.Problems, rk.Notes)
 	}
 	// The same without the preset's evidence: held back, never keyed on.
 	preset.UniqueKey = ""
 	hand := senderReport(t, build(t, s, preset), "rk")
-	if hand.Verdict != readiness.NotReady || !has(hand.Problems, "never an amount nor a signature") || has(hand.Problems, "add `OutSum` to the key") || has(hand.Problems, "add `SignatureValue` to the key") {
+	if hand.Verdict != readiness.NoGo || !has(hand.Problems, "never an amount nor a signature") || has(hand.Problems, "add `OutSum` to the key") || has(hand.Problems, "add `SignatureValue` to the key") {
 		t.Errorf("hand-written robokassa: %s, problems %+v", hand.Verdict, hand.Problems)
 	}
 	b := senderReport(t, rep, "rbs")
-	if b.Verdict != readiness.NotReady || !has(b.Problems, "add `refundedAmount` to the key") || has(b.Problems, "`checksum` to the key") ||
+	if b.Verdict != readiness.NoGo || !has(b.Problems, "add `refundedAmount` to the key") || has(b.Problems, "`checksum` to the key") ||
 		!has(b.Problems, "once per refund") {
 		t.Errorf("rbs: %s, changed fields %+v, problems %+v; want refundedAmount to the key, with why", b.Verdict, b.ChangedFields, b.Problems)
 	}

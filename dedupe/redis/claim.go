@@ -60,7 +60,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: empty script reply", req.Sender, req.Key)
 	}
 	rec := decodeRecord(r, res[1:])
-	var out dedupe.Outcome
+	var out dedupe.Found
 	switch res[0] {
 	case "claimed":
 		out = dedupe.Claimed
@@ -82,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	default:
 		return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: unknown outcome %q", req.Sender, req.Key, res[0])
 	}
-	return dedupe.ClaimResult{Outcome: out, Record: rec}, nil
+	return dedupe.ClaimResult{Found: out, Record: rec}, nil
 }
 
 // indexCluster adds a new (or re-claimed) record to the indexes, which on

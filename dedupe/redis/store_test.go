@@ -80,14 +80,14 @@ func claimReq(sender, key, hash, owner string, lease time.Duration) dedupe.Claim
 	return dedupe.ClaimRequest{Sender: sender, Key: key, PayloadHash: hash, Owner: owner, Lease: lease, TTL: time.Hour}
 }
 
-func mustClaim(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest, want dedupe.Outcome) dedupe.ClaimResult {
+func mustClaim(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest, want dedupe.Found) dedupe.ClaimResult {
 	t.Helper()
 	got, err := s.Claim(ctxT(t, 5*time.Second), r)
 	if err != nil {
 		t.Fatalf("Claim(%s/%s by %s): %v", r.Sender, r.Key, r.Owner, err)
 	}
-	if got.Outcome != want {
-		t.Fatalf("Claim(%s/%s by %s) = %v, want %v", r.Sender, r.Key, r.Owner, got.Outcome, want)
+	if got.Found != want {
+		t.Fatalf("Claim(%s/%s by %s) = %v, want %v", r.Sender, r.Key, r.Owner, got.Found, want)
 	}
 	return got
 }
@@ -467,7 +467,7 @@ func TestClaimAcrossRedisCrash(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
-		want dedupe.Outcome
+		want dedupe.Found
 	}{
 		{"appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, dedupe.InProgress},
 		{"appendfsync everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, dedupe.InProgress},
@@ -491,8 +491,8 @@ func TestClaimAcrossRedisCrash(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Claim after restart: %v", err)
 			}
-			if got.Outcome != tt.want {
-				t.Fatalf("retry after the crash = %v, want %v", got.Outcome, tt.want)
+			if got.Found != tt.want {
+				t.Fatalf("retry after the crash = %v, want %v", got.Found, tt.want)
 			}
 		})
 	}
@@ -529,8 +529,8 @@ func mustClaimEventually(t *testing.T, s dedupe.Store, r dedupe.ClaimRequest) {
 	for i := 0; i < 50; i++ {
 		var res dedupe.ClaimResult
 		if res, err = s.Claim(ctxT(t, time.Second), r); err == nil {
-			if res.Outcome != dedupe.Claimed {
-				t.Fatalf("Claim(%s/%s) = %v, want claimed", r.Sender, r.Key, res.Outcome)
+			if res.Found != dedupe.Claimed {
+				t.Fatalf("Claim(%s/%s) = %v, want claimed", r.Sender, r.Key, res.Found)
 			}
 			return
 		}

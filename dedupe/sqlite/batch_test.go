@@ -100,8 +100,8 @@ func TestGroupCommitDistinctKeys(t *testing.T) {
 			return claimReq("s", fmt.Sprintf("k%d", i), "h", i)
 		}, nil)
 		for i, r := range res {
-			if r.Outcome != dedupe.Claimed {
-				t.Errorf("claim %d: outcome %v, want Claimed", i, r.Outcome)
+			if r.Found != dedupe.Claimed {
+				t.Errorf("claim %d: outcome %v, want Claimed", i, r.Found)
 			}
 		}
 		commits := s.Commits() - before
@@ -118,8 +118,8 @@ func TestGroupCommitDistinctKeys(t *testing.T) {
 			return claimReq("s", fmt.Sprintf("k%d", i), "h", i)
 		}, func() { waitQueued(t, s, n); release() })
 		for i, r := range res {
-			if r.Outcome != dedupe.Claimed {
-				t.Errorf("claim %d: outcome %v, want Claimed", i, r.Outcome)
+			if r.Found != dedupe.Claimed {
+				t.Errorf("claim %d: outcome %v, want Claimed", i, r.Found)
 			}
 		}
 		// The stall's commit, then one batch (two if a sender was counted
@@ -143,7 +143,7 @@ func TestGroupCommitOneKey(t *testing.T) {
 	check := func(t *testing.T, s *sqlite.Store, res []dedupe.ClaimResult) {
 		winner := -1
 		for i, r := range res {
-			switch r.Outcome {
+			switch r.Found {
 			case dedupe.Claimed:
 				if winner >= 0 {
 					t.Fatalf("claims %d and %d both won", winner, i)
@@ -151,7 +151,7 @@ func TestGroupCommitOneKey(t *testing.T) {
 				winner = i
 			case dedupe.InProgress:
 			default:
-				t.Errorf("claim %d: outcome %v, want Claimed or InProgress", i, r.Outcome)
+				t.Errorf("claim %d: outcome %v, want Claimed or InProgress", i, r.Found)
 			}
 		}
 		if winner < 0 {
@@ -212,8 +212,8 @@ func TestGroupCommitFailingItem(t *testing.T) {
 	if !errors.Is(badErr, errBad) {
 		t.Errorf("bad item: %v, want its own error", badErr)
 	}
-	if beforeErr != nil || before.Outcome != dedupe.Claimed || afterErr != nil || after.Outcome != dedupe.Claimed {
-		t.Errorf("claims beside the bad item: %v %v, %v %v; want Claimed", before.Outcome, beforeErr, after.Outcome, afterErr)
+	if beforeErr != nil || before.Found != dedupe.Claimed || afterErr != nil || after.Found != dedupe.Claimed {
+		t.Errorf("claims beside the bad item: %v %v, %v %v; want Claimed", before.Found, beforeErr, after.Found, afterErr)
 	}
 	if _, err := s.Get(ctx, "s", "bad"); !errors.Is(err, dedupe.ErrNotFound) {
 		t.Errorf("the bad item's write: %v, want rolled back", err)
@@ -242,8 +242,8 @@ func TestGroupCommitLoneFailingItem(t *testing.T) {
 	if _, err := s.Get(ctx, "s", "bad"); !errors.Is(err, dedupe.ErrNotFound) {
 		t.Errorf("the lone bad item's write: %v, want rolled back", err)
 	}
-	if res, err := s.Claim(ctx, claimReq("s", "k", "h", 1)); err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim after it: %v, %v; want Claimed", res.Outcome, err)
+	if res, err := s.Claim(ctx, claimReq("s", "k", "h", 1)); err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim after it: %v, %v; want Claimed", res.Found, err)
 	}
 }
 
@@ -276,8 +276,8 @@ func TestGroupCommitCommitFails(t *testing.T) {
 		t.Errorf("claim of a failed commit: %v, want not written", err)
 	}
 	res, err := s.Claim(ctx, claimReq("s", "k", "h", 2))
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim after the failed commit: %v, %v; want Claimed", res.Outcome, err)
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim after the failed commit: %v, %v; want Claimed", res.Found, err)
 	}
 	// The same alone in its batch.
 	err = s.Write(ctx, "poison", func(ctx context.Context, tx *sql.Tx) error {
@@ -290,8 +290,8 @@ func TestGroupCommitCommitFails(t *testing.T) {
 		t.Fatalf("lone item whose commit fails: %v, want ErrUnavailable", err)
 	}
 	res, err = s.Claim(ctx, claimReq("s", "k2", "h", 3))
-	if err != nil || res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim after the lone failed commit: %v, %v; want Claimed", res.Outcome, err)
+	if err != nil || res.Found != dedupe.Claimed {
+		t.Fatalf("claim after the lone failed commit: %v, %v; want Claimed", res.Found, err)
 	}
 }
 
@@ -318,7 +318,7 @@ func TestGroupCommitCancelledItem(t *testing.T) {
 		t.Fatal(firstErr)
 	}
 	if !errors.Is(cancelledErr, dedupe.ErrUnavailable) || !errors.Is(cancelledErr, context.Canceled) {
-		t.Fatalf("cancelled claim: %v %v, want ErrUnavailable wrapping context.Canceled", res.Outcome, cancelledErr)
+		t.Fatalf("cancelled claim: %v %v, want ErrUnavailable wrapping context.Canceled", res.Found, cancelledErr)
 	}
 	if _, err := s.Get(ctx, "s", "k"); !errors.Is(err, dedupe.ErrNotFound) {
 		t.Errorf("cancelled claim: %v, want nothing written", err)

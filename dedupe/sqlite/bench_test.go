@@ -37,8 +37,8 @@ func BenchmarkClaim(b *testing.B) {
 						}
 						req := dedupe.ClaimRequest{Sender: "bench", Key: fmt.Sprintf("k%d", i), PayloadHash: "h",
 							Owner: fmt.Sprintf("o%d", i), Lease: time.Minute, TTL: time.Hour}
-						if res, err := s.Claim(ctx, req); err != nil || res.Outcome != dedupe.Claimed {
-							b.Errorf("claim %d: %v, %v", i, res.Outcome, err)
+						if res, err := s.Claim(ctx, req); err != nil || res.Found != dedupe.Claimed {
+							b.Errorf("claim %d: %v, %v", i, res.Found, err)
 							return
 						}
 					}
@@ -117,8 +117,8 @@ func BenchmarkNewEventSynchronous(b *testing.B) {
 						}
 						req := dedupe.ClaimRequest{Sender: "bench", Key: fmt.Sprintf("k%d", i), PayloadHash: "h",
 							Owner: fmt.Sprintf("o%d", i), Lease: time.Minute, TTL: time.Hour}
-						if res, err := s.Claim(ctx, req); err != nil || res.Outcome != dedupe.Claimed {
-							b.Errorf("claim %d: %v, %v", i, res.Outcome, err)
+						if res, err := s.Claim(ctx, req); err != nil || res.Found != dedupe.Claimed {
+							b.Errorf("claim %d: %v, %v", i, res.Found, err)
 							return
 						}
 						if err := s.Complete(ctx, req.Sender, req.Key, req.Owner, resp,

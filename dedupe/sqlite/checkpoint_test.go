@@ -45,8 +45,8 @@ func TestCheckpointOffTheWriter(t *testing.T) {
 	}
 	size0 := st.Size()
 	for i := range 200 {
-		if res, err := s.Claim(ctx, claimReq("s", fmt.Sprint("k", i), "h", i)); err != nil || res.Outcome != dedupe.Claimed {
-			t.Fatalf("claim %d: %v, %v", i, res.Outcome, err)
+		if res, err := s.Claim(ctx, claimReq("s", fmt.Sprint("k", i), "h", i)); err != nil || res.Found != dedupe.Claimed {
+			t.Fatalf("claim %d: %v, %v", i, res.Found, err)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)

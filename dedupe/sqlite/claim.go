@@ -30,7 +30,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	case err != nil:
 		return dedupe.ClaimResult{}, unavailable(op, err)
 	case rec.State == dedupe.StateDone && rec.PayloadHash == req.PayloadHash && time.Now().Before(rec.ExpiresAt):
-		return dedupe.ClaimResult{Outcome: dedupe.Duplicate, Record: rec}, nil
+		return dedupe.ClaimResult{Found: dedupe.Duplicate, Record: rec}, nil
 	}
 
 	head, err := encodeHead(req.Request)
@@ -55,14 +55,14 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.ClaimRequest, head any) (dedupe.ClaimResult, error) {
 	now := time.Now()
 	rec, err := scanRecord(s.ws.queryRow(ctx, tx, qSelectRecord, req.Sender, req.Key))
-	found := err == nil
+	exists := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return dedupe.ClaimResult{}, unavailable(op, err)
 	}
-	var outcome dedupe.Outcome
+	var found dedupe.Found
 	switch {
-	case !found || !now.Before(rec.ExpiresAt):
-		outcome = dedupe.Claimed
+	case !exists || !now.Before(rec.ExpiresAt):
+		found = dedupe.Claimed
 		rec = dedupe.Record{
 			Sender: req.Sender, Key: req.Key, State: dedupe.StateProcessing, PayloadHash: req.PayloadHash,
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), ReceivedAt: now, ExpiresAt: now.Add(req.TTL),
@@ -72,7 +72,7 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.C
 			rec.Sender, rec.Key, string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
 			rec.RequestBody, head, rec.Fingerprint)
 	case rec.State == dedupe.StateReleased:
-		outcome = dedupe.Claimed
+		found = dedupe.Claimed
 		rec.State, rec.PayloadHash, rec.Owner = dedupe.StateProcessing, req.PayloadHash, req.Owner
 		rec.LeaseUntil, rec.ReceivedAt, rec.ExpiresAt = now.Add(req.Lease), now, now.Add(req.TTL)
 		rec.CompletedAt, rec.Response = time.Time{}, nil
@@ -81,9 +81,9 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.C
 			string(rec.State), rec.PayloadHash, rec.Owner, ms(rec.LeaseUntil), ms(rec.ReceivedAt), ms(rec.ExpiresAt),
 			rec.RequestBody, head, rec.Fingerprint, req.Sender, req.Key)
 	case rec.PayloadHash != req.PayloadHash || rec.State != dedupe.StateProcessing || now.Before(rec.LeaseUntil):
-		return dedupe.ClaimResult{Outcome: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
+		return dedupe.ClaimResult{Found: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
 	default: // processing, same payload, lease over: take it
-		outcome = dedupe.TakenOver
+		found = dedupe.TakenOver
 		rec.Owner, rec.LeaseUntil = req.Owner, now.Add(req.Lease)
 		rec.Takeovers++
 		_, err = s.ws.exec(ctx, tx, qTakeOver, rec.Owner, ms(rec.LeaseUntil), req.Sender, req.Key)
@@ -91,5 +91,5 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, op string, req dedupe.C
 	if err != nil {
 		return dedupe.ClaimResult{}, unavailable(op, err)
 	}
-	return dedupe.ClaimResult{Outcome: outcome, Record: rec}, nil
+	return dedupe.ClaimResult{Found: found, Record: rec}, nil
 }

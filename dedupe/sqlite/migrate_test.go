@@ -113,8 +113,8 @@ func TestMigrateV1InPlace(t *testing.T) {
 		t.Fatalf("done record after migration = %+v", done)
 	}
 	res, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "s", Key: "done", PayloadHash: "h1", Owner: "o2", Lease: time.Minute, TTL: time.Hour})
-	if err != nil || res.Outcome != dedupe.Duplicate {
-		t.Fatalf("Claim of the migrated done record = %v, %v; want duplicate", res.Outcome, err)
+	if err != nil || res.Found != dedupe.Duplicate {
+		t.Fatalf("Claim of the migrated done record = %v, %v; want duplicate", res.Found, err)
 	}
 
 	a := dedupe.Attempt{At: time.Now().Truncate(time.Millisecond), By: dedupe.AttemptBySender, Outcome: "released", Status: 502,
@@ -204,8 +204,8 @@ func TestReclaimReleasedKeepsHistory(t *testing.T) {
 	}
 	first := claim("o1", "h1", 50*time.Millisecond, []byte("one"), &dedupe.StoredRequest{Method: "POST", URI: "/a"})
 	time.Sleep(150 * time.Millisecond)
-	if res := claim("o2", "h1", time.Minute, nil, nil); res.Outcome != dedupe.TakenOver {
-		t.Fatalf("takeover = %v", res.Outcome)
+	if res := claim("o2", "h1", time.Minute, nil, nil); res.Found != dedupe.TakenOver {
+		t.Fatalf("takeover = %v", res.Found)
 	}
 	if err := s.Release(ctx, "s", "evt", "o2", dedupe.Attempt{At: time.Now(), Outcome: "released", Status: 503}); err != nil {
 		t.Fatal(err)
@@ -213,8 +213,8 @@ func TestReclaimReleasedKeepsHistory(t *testing.T) {
 	head := &dedupe.StoredRequest{Method: "PUT", URI: "/b?x=1", Header: http.Header{"X-Sig": {"v"}}}
 	before := time.Now().Add(-time.Millisecond)
 	res := claim("o3", "h2", time.Minute, []byte("two"), head)
-	if res.Outcome != dedupe.Claimed {
-		t.Fatalf("claim of a released record = %v, want claimed", res.Outcome)
+	if res.Found != dedupe.Claimed {
+		t.Fatalf("claim of a released record = %v, want claimed", res.Found)
 	}
 	got, err := s.Get(ctx, "s", "evt")
 	if err != nil {

@@ -127,7 +127,7 @@ func (m *Main) noticeReadiness(r readiness.Report) {
 		if s.Verdict == readiness.UnknownSender {
 			continue
 		}
-		ready := s.Verdict == readiness.Ready
+		ready := s.Verdict == readiness.GoLive
 		if s.Verdict == readiness.NotEnough && s.EarlierRules > 0 {
 			was, ok := m.readyWas[s.Sender]
 			if !ok {

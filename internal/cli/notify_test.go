@@ -155,7 +155,7 @@ func TestServeNotifies(t *testing.T) {
 	t.Setenv("NOTIFY_TEST_BOT", notifyBot)
 	t.Setenv("NOTIFY_TEST_SMTP", "mail-pass")
 	hold := make(chan struct{})
-	site := proxytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Event-Id") == "h1" {
 			select { // past upstream_timeout: an ambiguous outcome, held
 			case <-hold:
@@ -353,9 +353,9 @@ func TestNoticeReadinessAndStore(t *testing.T) {
 			{Sender: "other", Verdict: other, Reason: "not enough deliveries"},
 		}}
 	}
-	m.noticeReadiness(report(readiness.Ready, readiness.NotEnough))
-	m.noticeReadiness(report(readiness.NotReady, readiness.NotEnough))
-	m.noticeReadiness(report(readiness.NotReady, readiness.NotEnough))
+	m.noticeReadiness(report(readiness.GoLive, readiness.NotEnough))
+	m.noticeReadiness(report(readiness.NoGo, readiness.NotEnough))
+	m.noticeReadiness(report(readiness.NoGo, readiness.NotEnough))
 	m.proxyNotice(proxy.Notice{What: proxy.OutcomeStoreError, Sender: "shop", Key: "k1"})
 	m.proxyNotice(proxy.Notice{What: proxy.OutcomeStoreError, Sender: "shop", Key: "k2"})
 	waitFor(t, "two notices", func() bool { k := hook.texts(t); return len(k["not_ready"]) > 0 && len(k["store_failing"]) > 0 })

@@ -18,7 +18,7 @@ import (
 // Exit codes of hookonce readiness beyond the common ones
 // (docs/operations.md): 0 means every sender is ready.
 const (
-	exitNotReady  = 4 // at least one sender is not ready
+	exitNoGo      = 4 // at least one sender is not ready (NoGo)
 	exitNotEnough = 5 // none is not ready, and at least one has not seen enough traffic
 )
 
@@ -81,13 +81,13 @@ func runReadiness(c *cli.Context) error {
 // readinessExit is the exit code of a report: nil (0) when every sender
 // is ready, else a silent exit 4 or 5 (the report says why).
 func readinessExit(rep readiness.Report) error {
-	if rep.Ready {
+	if rep.GoLive {
 		return nil
 	}
 	code := exitNotEnough
 	for _, s := range rep.Senders {
-		if s.Verdict != readiness.Ready && s.Verdict != readiness.NotEnough {
-			code = exitNotReady
+		if s.Verdict != readiness.GoLive && s.Verdict != readiness.NotEnough {
+			code = exitNoGo
 		}
 	}
 	return cli.Exit("", code)

@@ -10,17 +10,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // The first report names the field and a safe fix, with the defaults:
@@ -64,31 +63,19 @@ const (
 	knownOrder = "SHOP-ORDER-88231"
 )
 
-// firstPassSite counts every request and answers as the shop does:
-// Robokassa's result script "OK<InvId>", the rest 200 JSON.
-type firstPassSite struct {
-	mu   sync.Mutex
-	runs int
-	srv  *httptest.Server
-}
-
-func newFirstPassSite(t *testing.T) *firstPassSite {
-	s := &firstPassSite{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// newFirstPassSite is a counting site (proxytest.Site) that answers as
+// the shop does: Robokassa's result script "OK<InvId>", the rest 200 JSON.
+func newFirstPassSite(t *testing.T) *proxytest.Site {
+	return proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		s.runs++
-		s.mu.Unlock()
 		if r.URL.Path == "/robokassa/result.php" {
 			fmt.Fprintf(w, "OK%s", r.Form.Get("InvId"))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"ok":true}`)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+	})
 }
 
 // firstPassDelivery is one delivery: method, path (with its query), body,
@@ -201,7 +188,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 	dbFile := filepath.Join(dir, "h.db")
 	store := "sqlite:" + dbFile
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {
@@ -210,11 +197,9 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 	defer m.Close()
 	mix := firstPassMix()
 	sendFirstPass(t, "http://"+m.Addr().String(), mix)
-	site.mu.Lock()
-	if site.runs != len(mix) {
-		t.Errorf("shadow mode: the site ran %d deliveries, %d were sent", site.runs, len(mix))
+	if n := site.Total(); n != len(mix) {
+		t.Errorf("shadow mode: the site ran %d deliveries, %d were sent", n, len(mix))
 	}
-	site.mu.Unlock()
 
 	var rep readiness.Report
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -233,15 +218,15 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 
 	// JSON.
 	st := senderReport(t, rep, "stripe")
-	if st.Verdict != readiness.NotReady || st.Changed != 10 ||
+	if st.Verdict != readiness.NoGo || st.Changed != 10 ||
 		!findingWith(st.Problems, "`pending_webhooks` changed in 10 of 10 repeats", "set `hash: json` and add `pending_webhooks` to `ignore`") {
 		t.Errorf("stripe: %s, changed %d, problems %+v; want pending_webhooks → hash: json + ignore", st.Verdict, st.Changed, st.Problems)
 	}
 	rb := senderReport(t, rep, "rbs")
-	if rb.Verdict != readiness.NotReady || rb.Changed != 5 || !findingWith(rb.Problems, "`refundedAmount`", "add `refundedAmount` to the key") {
+	if rb.Verdict != readiness.NoGo || rb.Changed != 5 || !findingWith(rb.Problems, "`refundedAmount`", "add `refundedAmount` to the key") {
 		t.Errorf("rbs: %s, changed %d, fields %+v, problems %+v; want refundedAmount → the key", rb.Verdict, rb.Changed, rb.ChangedFields, rb.Problems)
 	}
-	if sh := senderReport(t, rep, "shop"); sh.Verdict != readiness.Ready {
+	if sh := senderReport(t, rep, "shop"); sh.Verdict != readiness.GoLive {
 		t.Errorf("shop: %s (%s) %+v, want ready", sh.Verdict, sh.Reason, sh.Problems)
 	}
 	rk := senderReport(t, rep, "robokassa")
@@ -252,7 +237,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 			}
 		}
 	}
-	if rk.Verdict != readiness.Ready || rk.RefusedStrangers != 1 || rk.Changed != 1 ||
+	if rk.Verdict != readiness.GoLive || rk.RefusedStrangers != 1 || rk.Changed != 1 ||
 		!findingWith(rk.Notes, "refused strangers", "127.0.1.0/24") || !findingWith(rk.Notes, "`OutSum`", "possible tampering") {
 		t.Errorf("robokassa: %s (%s), strangers %d, changed %d, problems %+v, notes %+v; want ready, the stranger and the changed amount noted",
 			rk.Verdict, rk.Reason, rk.RefusedStrangers, rk.Changed, rk.Problems, rk.Notes)
@@ -299,7 +284,7 @@ func TestReadinessFirstPassNamesTheFix(t *testing.T) {
 			break
 		}
 	}
-	if st.Verdict != readiness.Ready || st.Deliveries != int64(len(fresh)) || st.EarlierRules != 30 || st.RulesSince.IsZero() {
+	if st.Verdict != readiness.GoLive || st.Deliveries != int64(len(fresh)) || st.EarlierRules != 30 || st.RulesSince.IsZero() {
 		t.Errorf("stripe after the fix: %s (%s), deliveries %d, earlier %d, since %v; want ready on the %d deliveries under the new rules",
 			st.Verdict, st.Reason, st.Deliveries, st.EarlierRules, st.RulesSince, len(fresh))
 	}
@@ -338,7 +323,7 @@ func TestListByFieldValue(t *testing.T) {
 	writeFile(t, cfgFile, firstPassConfig)
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {

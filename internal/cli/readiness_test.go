@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/proxy/proxytest"
 )
 
 // The readiness report end to end: a recorded mix of a shop's traffic
@@ -24,46 +23,33 @@ import (
 // report's verdict and suggested change for each sender; then one sender
 // switched to enforce once ready.
 
-// countingSite records every request it gets (path and body) and answers
-// like the shop: the Bitrix script "OK<InvId>", the legacy script "done"
-// (its success marker missing), the JSON hooks 200.
-type countingSite struct {
-	mu   sync.Mutex
-	seen map[string]int // path + " " + body → times the handler ran
-	srv  *httptest.Server
-}
-
-func newCountingSite(t *testing.T) *countingSite {
-	s := &countingSite{seen: map[string]int{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.seen[r.URL.Path+" "+string(body)]++
-		s.mu.Unlock()
-		form, _ := url.ParseQuery(string(body))
-		switch r.URL.Path {
-		case "/bitrix/tools/sale_ps_result.php":
-			if id := form.Get("InvId"); id != "" {
-				fmt.Fprintf(w, "OK%s", id)
-				return
+// newShopSite is a counting site (proxytest.Site) that counts every
+// request under its path and body (its forms carry no id it reads) and
+// answers like the shop: the Bitrix script "OK<InvId>", the legacy script
+// "done" (its success marker missing), the JSON hooks 200.
+func newShopSite(t *testing.T) *proxytest.Site {
+	return proxytest.NewSiteKeyed(t, func(r *http.Request, body []byte) string { return runKey(r.URL.Path, string(body)) },
+		func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			form, _ := url.ParseQuery(string(body))
+			switch r.URL.Path {
+			case "/bitrix/tools/sale_ps_result.php":
+				if id := form.Get("InvId"); id != "" {
+					fmt.Fprintf(w, "OK%s", id)
+					return
+				}
+				fmt.Fprint(w, "OK")
+			case "/legacy/notify.php":
+				fmt.Fprint(w, "done")
+			default:
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"ok":true}`)
 			}
-			fmt.Fprint(w, "OK")
-		case "/legacy/notify.php":
-			fmt.Fprint(w, "done")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"ok":true}`)
-		}
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+		})
 }
 
-func (s *countingSite) runs(path, body string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[path+" "+body]
-}
+// runKey is what newShopSite counts a request under.
+func runKey(path, body string) string { return path + " " + body }
 
 // delivery is one recorded delivery: where, what, and as which content.
 type delivery struct {
@@ -214,12 +200,12 @@ func findingWith(fs []readiness.Finding, parts ...string) bool {
 
 func TestReadinessFromShadowTraffic(t *testing.T) {
 	dir := t.TempDir()
-	site := newCountingSite(t)
+	site := newShopSite(t)
 	cfgFile := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfgFile, fmt.Sprintf(readinessConfig, "shadow"))
 	store := "sqlite:" + filepath.Join(dir, "h.db")
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, store
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, store
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {
@@ -237,7 +223,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 	for k, n := range sent {
 		path, body, _ := strings.Cut(k, " ")
-		if got := site.runs(path, body); got != n {
+		if got := site.Executions(runKey(path, body)); got != n {
 			t.Errorf("shadow mode: the site ran %s %s %d times, sent %d", path, body, got, n)
 		}
 	}
@@ -263,12 +249,12 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code != exitNotReady || rep.Ready {
-		t.Fatalf("readiness exit %d, ready %v; want %d (some sender not ready)", code, rep.Ready, exitNotReady)
+	if code != exitNoGo || rep.GoLive {
+		t.Fatalf("readiness exit %d, ready %v; want %d (some sender not ready)", code, rep.GoLive, exitNoGo)
 	}
 
 	rk := senderReport(t, rep, "robokassa")
-	if rk.Verdict != readiness.Ready || rk.ExactRepeats != 4 || rk.Deliveries != 28 || rk.Changed != 0 || rk.Answers["200"] != 24 {
+	if rk.Verdict != readiness.GoLive || rk.ExactRepeats != 4 || rk.Deliveries != 28 || rk.Changed != 0 || rk.Answers["200"] != 24 {
 		t.Errorf("robokassa: %s (%s), repeats %d, deliveries %d, changed %d, answers %v; want ready, 4, 28, 0, 200×24",
 			rk.Verdict, rk.Reason, rk.ExactRepeats, rk.Deliveries, rk.Changed, rk.Answers)
 	}
@@ -280,7 +266,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	st := senderReport(t, rep, "stripe")
-	if st.Verdict != readiness.NotReady || st.Changed != 10 ||
+	if st.Verdict != readiness.NoGo || st.Changed != 10 ||
 		!findingWith(st.Problems, "`pending_webhooks` changed in 10 of 10 repeats", "add `pending_webhooks` to `ignore`") {
 		t.Errorf("stripe: %s, changed %d, problems %+v; want not ready, 10, pending_webhooks → ignore", st.Verdict, st.Changed, st.Problems)
 	}
@@ -289,7 +275,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	sh := senderReport(t, rep, "shop")
-	if sh.Verdict != readiness.NotReady || sh.Changed != 1 || sh.ExactRepeats != 4 ||
+	if sh.Verdict != readiness.NoGo || sh.Changed != 1 || sh.ExactRepeats != 4 ||
 		!findingWith(sh.Problems, "two payloads per key differ in `refundId`", "add `refundId` to the key") {
 		t.Errorf("shop: %s, changed %d, repeats %d, problems %+v; want not ready, refundId → key", sh.Verdict, sh.Changed, sh.ExactRepeats, sh.Problems)
 	}
@@ -298,7 +284,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	lg := senderReport(t, rep, "legacy")
-	if lg.Verdict != readiness.NotReady || lg.NotSuccess != 24 ||
+	if lg.Verdict != readiness.NoGo || lg.NotSuccess != 24 ||
 		!findingWith(lg.Problems, "the site answered 200 24 times without the body \"OK{form.id}\"", "check the success rule") {
 		t.Errorf("legacy: %s, not success %d, problems %+v; want not ready, 24, check the success rule", lg.Verdict, lg.NotSuccess, lg.Problems)
 	}
@@ -320,7 +306,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 
 	// One sender, by name; an unknown one is exit 3.
-	if one, code := readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "robokassa"); code != exitOK || len(one.Senders) != 1 || !one.Ready {
+	if one, code := readinessJSON(t, "--store", store, "--config", cfgFile, "--sender", "robokassa"); code != exitOK || len(one.Senders) != 1 || !one.GoLive {
 		t.Errorf("readiness --sender robokassa: exit %d, %+v; want 0, robokassa ready", code, one)
 	}
 	if _, errOut, code := hookonce(t, "readiness", "--store", store, "--config", cfgFile, "--sender", "nobody"); code != exitNotFound || !strings.Contains(errOut, "nobody") {
@@ -336,8 +322,8 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 			t.Errorf("readiness text lacks %q:\n%s", want, out)
 		}
 	}
-	if code != exitNotReady {
-		t.Errorf("readiness text: exit %d, want %d", code, exitNotReady)
+	if code != exitNoGo {
+		t.Errorf("readiness text: exit %d, want %d", code, exitNoGo)
 	}
 
 	// Go live with robokassa: the ready sender goes to enforce, the rest
@@ -347,14 +333,14 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	m.Reload()
 	before := map[string]int{}
 	for _, d := range mix {
-		before[d.path+" "+d.body] = site.runs(d.path, d.body)
+		before[d.path+" "+d.body] = site.Executions(runKey(d.path, d.body))
 	}
 	send(t, base, mix)
 	next := recordedMix(1000)
 	send(t, base, next)
 	for _, d := range mix {
 		k := d.path + " " + d.body
-		n := site.runs(d.path, d.body) - before[k]
+		n := site.Executions(runKey(d.path, d.body)) - before[k]
 		switch {
 		case strings.Contains(d.body, "ROBOXCHANGE"):
 			if n != 0 {
@@ -366,7 +352,7 @@ func TestReadinessFromShadowTraffic(t *testing.T) {
 	}
 	for _, d := range next {
 		if strings.Contains(d.body, "ROBOXCHANGE") {
-			if n := site.runs(d.path, d.body); n != 1 {
+			if n := site.Executions(runKey(d.path, d.body)); n != 1 {
 				t.Errorf("enforce: a new payment ran the handler %d times, want once: %s", n, d.body)
 			}
 		}
@@ -379,11 +365,11 @@ func TestReadinessPageAndGauge(t *testing.T) {
 	readinessEvery = 100 * time.Millisecond
 	t.Cleanup(func() { readinessEvery = old })
 	dir := t.TempDir()
-	site := newCountingSite(t)
+	site := newShopSite(t)
 	cfgFile := filepath.Join(dir, "hookonce.yaml")
 	writeFile(t, cfgFile, fmt.Sprintf(readinessConfig, "shadow"))
 	cfg := DefaultConfig()
-	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.srv.URL, "sqlite:"+filepath.Join(dir, "h.db")
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, "sqlite:"+filepath.Join(dir, "h.db")
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	m := NewMain(cfg, "test", io.Discard)
 	if err := m.Run(context.Background()); err != nil {

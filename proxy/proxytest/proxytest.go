@@ -30,6 +30,7 @@ import (
 type Site struct {
 	*httptest.Server
 	handler http.HandlerFunc
+	key     func(r *http.Request, body []byte) string // what a call is counted under (EventID by default)
 
 	mu        sync.Mutex // guards the fields below
 	execs     map[string]int
@@ -52,7 +53,12 @@ func NewSite(t testing.TB, h http.HandlerFunc) *Site {
 // before it starts (nil: nothing).
 func NewSiteWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server)) *Site {
 	t.Helper()
-	u := &Site{handler: h, execs: map[string]int{}, times: map[string][]time.Time{}, lastByKey: map[string]http.Header{}}
+	return newSite(t, h, nil, configure)
+}
+
+func newSite(t testing.TB, h http.HandlerFunc, key func(*http.Request, []byte) string, configure func(*http.Server)) *Site {
+	t.Helper()
+	u := &Site{handler: h, key: key, execs: map[string]int{}, times: map[string][]time.Time{}, lastByKey: map[string]http.Header{}}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
 	if configure != nil {
 		configure(u.Server.Config)
@@ -62,7 +68,16 @@ func NewSiteWith(t testing.TB, h http.HandlerFunc, configure func(*http.Server))
 	return u
 }
 
-// EventID returns the id the upstream counts a request under.
+// NewSiteKeyed is NewSite counting each call under key(r, body) instead
+// of its event id: Executions, Times and LastHeader then take that key
+// (a site whose deliveries carry no id it reads, such as forms counted by
+// path and body).
+func NewSiteKeyed(t testing.TB, key func(r *http.Request, body []byte) string, h http.HandlerFunc) *Site {
+	t.Helper()
+	return newSite(t, h, key, nil)
+}
+
+// EventID returns the id the site counts a request under.
 func EventID(r *http.Request, body []byte) string {
 	if id := r.Header.Get("X-Event-Id"); id != "" {
 		return id
@@ -83,7 +98,12 @@ func EventID(r *http.Request, body []byte) string {
 func (u *Site) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	id := EventID(r, body)
+	id := ""
+	if u.key != nil {
+		id = u.key(r, body)
+	} else {
+		id = EventID(r, body)
+	}
 	u.mu.Lock()
 	u.execs[id]++
 	n := u.execs[id]
@@ -127,17 +147,6 @@ func (u *Site) Times(id string) []time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]time.Time(nil), u.times[id]...)
-}
-
-// Upstream and NewUpstream are the old names of Site and NewSite, kept
-// only while tests written before the rename (the readiness tests, which
-// another change is editing) move onto the new ones; use Site and NewSite.
-type Upstream = Site
-
-// NewUpstream is NewSite under its old name (see Upstream).
-func NewUpstream(t testing.TB, h http.HandlerFunc) *Site {
-	t.Helper()
-	return NewSite(t, h)
 }
 
 // Executions returns how many times the handler ran for id.

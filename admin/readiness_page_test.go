@@ -36,7 +36,7 @@ senders:
 // site ran every delivery, and returns the report once the counters are
 // in the store.
 func shadowTraffic(t *testing.T, store dedupe.Store) func(ctx context.Context, since time.Time) (readiness.Report, error) {
-	site := proxytest.NewUpstream(t, nil)
+	site := proxytest.NewSite(t, nil)
 	srv := proxytest.StartProxy(t, store, site.URL, readinessYAML)
 	for i := range 22 {
 		proxytest.Post(t, srv.URL+"/hooks/shop", fmt.Sprintf(`{"id":"ord-%d"}`, i))
