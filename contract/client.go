@@ -111,6 +111,21 @@ func CGIHeader(h http.Header) http.Header {
 	return out
 }
 
+// DropHeader removes every header of h that a PHP site reads as name: the
+// name in any case and any spelling CGI folds to the same variable
+// (Idempotency_Key is HTTP_IDEMPOTENCY_KEY too). name "" removes nothing.
+func DropHeader(h http.Header, name string) {
+	if name == "" {
+		return
+	}
+	want := envName(name)
+	for k := range h {
+		if envName(k) == want {
+			delete(h, k)
+		}
+	}
+}
+
 // DropClientAddrHeaders removes every header whose name CGI reads as one
 // of ClientAddrHeaders.
 func DropClientAddrHeaders(h http.Header) {

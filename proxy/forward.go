@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
@@ -21,7 +20,7 @@ import (
 // carries the forward key header like a claimed one, so the site can pass
 // a stable key on; one without a key (missing_key: pass, forwarded
 // without dedupe, unmatched) goes as the sender sent it, but for the
-// forward key header: a client's own is removed (dropKeyHeader), since
+// forward key header: a client's own is removed (contract.DropHeader), since
 // the site trusts that header to come from hookonce.
 func (d *delivery) forwardPlain() {
 	r := d.r.Clone(d.r.Context())
@@ -32,7 +31,7 @@ func (d *delivery) forwardPlain() {
 	if d.s != nil && d.key != "" && d.s.ForwardKeyHeader != "" {
 		// Hop-by-hop headers are gone already (Inspect), so a sender's
 		// Connection list cannot strip it.
-		dropKeyHeader(r.Header, d.s.ForwardKeyHeader)
+		contract.DropHeader(r.Header, d.s.ForwardKeyHeader)
 		r.Header.Set(d.s.ForwardKeyHeader, d.s.Name+":"+d.key)
 	} else {
 		d.dropKeyHeaders(r.Header)
@@ -47,35 +46,14 @@ func (d *delivery) forwardPlain() {
 // hookonce is not what the site trusts for the header.
 func (d *delivery) dropKeyHeaders(h http.Header) {
 	if d.s != nil {
-		dropKeyHeader(h, d.s.ForwardKeyHeader)
+		contract.DropHeader(h, d.s.ForwardKeyHeader)
 		return
 	}
 	if d.rt != nil {
 		for _, s := range d.rt.Senders {
-			dropKeyHeader(h, s.ForwardKeyHeader)
+			contract.DropHeader(h, s.ForwardKeyHeader)
 		}
 	}
-}
-
-// dropKeyHeader removes every header of h that the site reads as name:
-// the name in any case, and any spelling CGI folds to the same variable
-// (Idempotency_Key reaches PHP as HTTP_IDEMPOTENCY_KEY where the server
-// passes it). name "" (forward_key_header off) removes nothing.
-func dropKeyHeader(h http.Header, name string) {
-	if name == "" {
-		return
-	}
-	want := cgiName(name)
-	for k := range h {
-		if len(k) == len(name) && cgiName(k) == want {
-			delete(h, k)
-		}
-	}
-}
-
-// cgiName is a header name as CGI names its variable (without HTTP_).
-func cgiName(k string) string {
-	return strings.ToUpper(strings.ReplaceAll(k, "-", "_"))
 }
 
 // forwardClaimed runs rows 5, 9, 10, 10a, 10b and 11: the delivery holds

@@ -200,7 +200,7 @@ func newReverseProxies(site *url.URL, t http.RoundTripper, keepIdle time.Duratio
 			}
 			pr.Out.Header.Del("Expect")
 			if c, ok := pr.Out.Context().Value(captureKey{}).(*capture); ok && c.keyHeader != "" {
-				dropKeyHeader(pr.Out.Header, c.keyHeader) // a client's, under any spelling
+				contract.DropHeader(pr.Out.Header, c.keyHeader) // a client's, under any spelling
 				pr.Out.Header.Set(c.keyHeader, c.keyValue)
 			}
 		},
