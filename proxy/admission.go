@@ -257,12 +257,28 @@ func (r *refusals) note(now time.Time) int64 {
 // requests must not become a flood of log lines. The metrics and the
 // traffic counters count every request. Paths are the config's routes,
 // so the map holds one entry per route a config ever had.
-func (p *Proxy) unmatchedLine(path string) int64 {
-	v, ok := p.unmatchedLog.Load(path)
+func (p *Proxy) unmatchedLine(path string) int64 { return p.logLine(path, OutcomeUnmatched) }
+
+// logLine is unmatchedLine for any outcome an unverified request can
+// cause (unmatched, and the refusals of unverifiedRefusal): one budget per
+// route path and outcome, both from the config, so the map stays bounded.
+func (p *Proxy) logLine(path, outcome string) int64 {
+	k := lineKey{path, outcome}
+	v, ok := p.unmatchedLog.Load(k)
 	if !ok {
-		v, _ = p.unmatchedLog.LoadOrStore(path, &lineBudget{})
+		v, _ = p.unmatchedLog.LoadOrStore(k, &lineBudget{})
 	}
 	return v.(*lineBudget).take(time.Now())
+}
+
+type lineKey struct{ path, outcome string }
+
+// unverifiedRefusal are the refusals anyone who reaches the port can cause
+// without a secret: their log lines are budgeted like unmatched ones, so a
+// flood of forged requests is counted in full but logged at a bounded
+// rate.
+var unverifiedRefusal = map[string]bool{
+	OutcomeRejectedSignature: true, OutcomeMissingKey: true, OutcomeBadRequest: true, OutcomeTooLarge: true,
 }
 
 // Log lines of unmatched requests per path: unmatchedBurst at once, then

@@ -108,7 +108,7 @@ type Proxy struct {
 	bodyBytes atomic.Int64
 	refused   refusals // refusals past max_inflight, for the log
 	// unmatchedLog throttles the lines of requests no sender took: a
-	// *lineBudget per route path (unmatchedLine).
+	// *lineBudget per route path and outcome (logLine).
 	unmatchedLog sync.Map
 	peers        peerBytes // body bytes per client address still arriving
 

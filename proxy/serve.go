@@ -178,6 +178,13 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 			as, attrs = append(as, slog.Any("!BADKEY", k)), attrs[1:]
 		}
 	}
+	if !d.quiet && unverifiedRefusal[strings.TrimPrefix(outcome, "would_")] {
+		n := d.p.logLine(d.rt.Path, outcome)
+		if n == 0 {
+			d.quiet = true // counted (metrics, traffic counters, notices), not logged
+		}
+		as = append(as, slog.Int64("refused_since_last_line", n))
+	}
 	if d.quiet {
 		return
 	}

@@ -259,3 +259,40 @@ func mustParse(t *testing.T, yaml string) *contract.Contract {
 	}
 	return c
 }
+
+// Forged deliveries (a bad signature, no key) are what anyone can send
+// without a secret: each is counted, none reaches the site, and their log
+// lines have the same budget per path and outcome as unmatched ones.
+func TestForgedFloodLogsBounded(t *testing.T) {
+	const cfg = `
+senders:
+  - name: pay
+    match: { path: /pay.php }
+    key: [ { body: id } ]
+    signature: { scheme: hmac-sha256, header: X-Sig, secret_env: FORGED_FLOOD_SECRET }
+`
+	t.Setenv("FORGED_FLOOD_SECRET", "s3cret")
+	site := proxytest.NewSite(t, nil)
+	px := proxytest.Start(t, newStore(t), site.URL, cfg)
+	const flood = 60
+	start := time.Now()
+	for i := range flood {
+		if r := proxytest.Post(t, px.Server.URL+"/pay.php", fmt.Sprintf(`{"id":"f%d"}`, i)); r.Status != 401 {
+			t.Fatalf("forged delivery %d: %d, want 401", i, r.Status)
+		}
+	}
+	took := time.Since(start)
+	if n := site.Total(); n != 0 {
+		t.Fatalf("the site ran %d forged deliveries, want 0", n)
+	}
+	if n := proxytest.Metric(t, px.Registry, "hookonce_requests_total", "sender", "pay", "outcome", "rejected_signature"); n != flood {
+		t.Fatalf("counted %v refusals, want %d", n, flood)
+	}
+	lines := strings.Count(px.Logs.String(), `"outcome":"rejected_signature"`)
+	if most := 10 + int(took/time.Second) + 1; lines == 0 || lines > most {
+		t.Errorf("%d log lines for %d forged requests in %v, want at most %d", lines, flood, took, most)
+	}
+	if !strings.Contains(px.Logs.String(), `"refused_since_last_line":1`) {
+		t.Errorf("the first refusal line does not say how many it stands for:\n%.2000s", px.Logs.String())
+	}
+}
