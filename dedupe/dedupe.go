@@ -171,6 +171,9 @@ type Record struct {
 	// Attempts are the deliveries to the site, oldest first, at most
 	// MaxAttempts (the latest).
 	Attempts []Attempt
+	// Pending is the durable delivery still owed to the site (pending.go),
+	// nil when none is.
+	Pending *Pending
 }
 
 // LeaseExpired reports whether r is a processing claim whose lease ended
@@ -401,6 +404,9 @@ type ListFilter struct {
 	// KeyPart, when set, keeps only keys that equal it or hold it as one
 	// whole part (KeyHasPart): "8742591" finds 8742591:CONFIRMED.
 	KeyPart string
+	// Pending, when set, keeps only records with a durable delivery still
+	// owed to the site (Record.Pending).
+	Pending bool
 	Limit   int
 }
 
