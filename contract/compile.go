@@ -299,7 +299,7 @@ func builtinSender() Sender {
 		MaxStoredBody: DefaultMaxStoredBody, InProgress: InProgressWait, MissingKey: MissingReject,
 		OnStoreError: StoreErrReject, ForwardKeyHeader: DefaultForwardKeyHeader, Hash: HashRaw,
 		ConflictStatus: DefaultConflictStatus, Ambiguous: AmbiguousRelease, Mode: ModeEnforce,
-		FinalStatuses: final,
+		FinalStatuses: final, Ack: AckSite, RetryFor: DefaultRetryFor, AckBacklog: DefaultAckBacklog,
 	}
 }
 
@@ -470,6 +470,14 @@ func compileSender(sf *senderFile, base Sender, src secretSource) (*Sender, []Pr
 	if s.verifier != nil || sigCfg == nil {
 		probs = append(probs, s.bindSuccessSecrets()...)
 	}
+	probs = append(probs, s.settleAck()...)
+	if s.Ack == AckDurable {
+		// The kept request is the delivery hookonce owes the site.
+		if sf.StoreRequestBody != nil && !*sf.StoreRequestBody {
+			bad("store_request_body", "ack: durable keeps the request to deliver it later: remove store_request_body: false")
+		}
+		s.StoreRequestBody = true
+	}
 	if len(probs) > 0 {
 		return nil, probs
 	}
@@ -595,6 +603,7 @@ func (s *Sender) apply(pf *policyFile) []Problem {
 	if pf.StripResponseHeaders != nil {
 		s.StripResponseHeaders = pf.StripResponseHeaders
 	}
+	s.applyAck(pf, bad)
 	if pf.Conflict != nil {
 		if st := pf.Conflict.Status; st != nil {
 			if *st < 400 || *st > 599 {

@@ -35,6 +35,12 @@ type policyFile struct {
 	Duplicate            *string  `yaml:"duplicate"`
 	FinalStatuses        *string  `yaml:"final_statuses"`
 	StripResponseHeaders []string `yaml:"strip_response_headers"`
+	// Durable acceptance (ack.go).
+	Ack        *string        `yaml:"ack"`
+	AckAfter   *Duration      `yaml:"ack_after"`
+	RetryFor   *Duration      `yaml:"retry_for"`
+	AckAnswer  *ackAnswerFile `yaml:"ack_answer"`
+	AckBacklog *int           `yaml:"ack_backlog"`
 }
 
 type matchFile struct {

@@ -72,6 +72,17 @@ type Sender struct {
 
 	StripResponseHeaders []string
 
+	// Durable acceptance (ack.go): Ack, how long the sender waits for the
+	// site first (AckAfter), how long hookonce keeps trying (RetryFor),
+	// the answer it gives (AckAnswer: ack_answer, else the success
+	// rule's; nil for ack: site) and the bound on owed deliveries.
+	Ack          AckPolicy
+	AckAfter     time.Duration
+	RetryFor     time.Duration
+	AckAnswer    *AckAnswer
+	AckBacklog   int
+	ackAnswerSet *AckAnswer // the file's ack_answer
+
 	verifier Verifier // nil when no signature is configured
 	sigCover coverage // what the signature vouches for (coverage.go)
 	ownKey   bool     // the file sets key itself (not the preset)
@@ -240,6 +251,7 @@ func (s *Sender) warnings() []string {
 			break
 		}
 	}
+	out = append(out, s.ackWarnings()...)
 	if parts := s.uncoveredKeyParts(); len(parts) > 0 {
 		out = append(out, "key "+strings.Join(parts, ", ")+" is not covered by the signature: anyone holding one signed "+
 			"delivery can send it again under another event id, and the site's handler runs again; key on a value "+
