@@ -74,6 +74,9 @@ type Attempt struct {
 const (
 	AttemptBySender   = "sender"
 	AttemptByOperator = "operator"
+	// AttemptByDurable: a try of a durable delivery (ack: durable),
+	// which hookonce owed the site after answering the sender itself.
+	AttemptByDurable = "hookonce"
 )
 
 // ThisReplica names the running process as Attempt.Replica does: host/pid.
@@ -94,6 +97,10 @@ type StoredRequest struct {
 	Method string
 	URI    string // the request-target as received: path and query
 	Header http.Header
+	// RemoteAddr is the address the request came from (host:port), so
+	// a later delivery tells the site the sender's address; "" when not
+	// kept.
+	RemoteAddr string
 }
 
 // Sentinel errors. Backends wrap them; callers use errors.Is.

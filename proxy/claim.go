@@ -16,6 +16,9 @@ import (
 // one finishes.
 func (d *delivery) claimLoop() {
 	s, w := d.s, d.w
+	if d.backlogFull() {
+		return
+	}
 	deadline := time.Now().Add(s.WaitTimeout)
 	rekeyed := false  // changed_payload: new_event extends the key once
 	accepted := false // moved to an accepted copy's key once
@@ -27,7 +30,7 @@ func (d *delivery) claimLoop() {
 			// Kept for conflict diffs and operator redelivery: the site
 			// may check the signature headers, so they are kept too.
 			req.RequestBody = d.body
-			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone()}
+			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone(), RemoteAddr: d.r.RemoteAddr}
 		}
 		var res dedupe.ClaimResult
 		d.claimSent = time.Now()
@@ -102,6 +105,10 @@ func (d *delivery) claimLoop() {
 		switch dec.act {
 		case actForward:
 			d.takeover = res.Found == dedupe.TakenOver
+			if s.Durable() && d.by == dedupe.AttemptBySender {
+				d.forwardDurable()
+				return
+			}
 			d.forwardClaimed()
 		case actPlain:
 			d.done(dec.outcome, 0, attrs...)

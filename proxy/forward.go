@@ -164,20 +164,22 @@ func (d *delivery) forwardClaimed() {
 	att := d.attempt(dec.outcome, dec.status)
 	beat.settling.Store(true)
 	stored := true
-	switch dec.store {
-	case storeComplete:
-		stored = d.complete(c, beat, att)
-	case storeHold:
-		d.hold(att)
-	case storeRelease:
-		d.release(att)
-	}
 	var attrs []any
 	switch {
+	case d.pending != nil: // a try of a durable delivery (durable.go)
+		dec, attrs = d.settlePending(dec, how, c, att, beat)
+	case dec.store == storeComplete:
+		stored = d.complete(c, beat, att)
+	case dec.store == storeHold:
+		d.hold(att)
+	case dec.store == storeRelease:
+		d.release(att)
+	}
+	switch {
 	case why != "":
-		attrs = []any{"reason", why}
+		attrs = append(attrs, "reason", why)
 	case err != nil:
-		attrs = []any{"err", err.Error()}
+		attrs = append(attrs, "err", err.Error())
 	}
 	if !stored {
 		// The site ran, but its answer is not this event's record: the

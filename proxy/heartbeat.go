@@ -54,7 +54,7 @@ func (d *delivery) leaseHeld(b *beat) error {
 	}
 	asked := time.Now()
 	err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
-		return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
+		return d.renewLease(ctx)
 	})
 	if err != nil {
 		return fmt.Errorf("%w: renewing it failed: %w", errLeaseLost, err)
@@ -80,7 +80,7 @@ func (d *delivery) heartbeat() *beat {
 			case <-t.C:
 				asked := time.Now()
 				err := d.p.storeCall(d.r, d.s, "renew", func(ctx context.Context) error {
-					return d.p.store.Renew(ctx, d.s.Name, d.key, d.owner, d.s.Lease)
+					return d.renewLease(ctx)
 				})
 				if err == nil && d.objectHeld.Load() {
 					ser := d.s.Serialize

@@ -61,6 +61,9 @@ type metrics struct {
 	objBusy     *prometheus.GaugeVec
 	unmatched   *prometheus.CounterVec
 	unserial    *prometheus.CounterVec
+	// pending and oldestPending: durable deliveries owed to the site.
+	pending       *prometheus.GaugeVec
+	oldestPending *prometheus.GaugeVec
 }
 
 // Actions of hookonce_unmatched_total: what became of a request on a
@@ -120,9 +123,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookonce_unserialized_total",
 			Help: "Deliveries of a serializing sender that ran without their object's lock: the serialize key was absent (or, in shadow mode, unreadable).",
 		}, []string{"sender"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookonce_pending_deliveries",
+			Help: "Deliveries of ack: durable senders that hookonce answered and still owes the site.",
+		}, []string{"sender"}),
+		oldestPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookonce_oldest_pending_seconds",
+			Help: "Age of the oldest delivery hookonce still owes the site, by sender (0 when none).",
+		}, []string{"sender"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.siteTime, m.siteTimeMax, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial)
+		reg.MustRegister(m.requests, m.siteTime, m.siteTimeMax, m.store, m.inflight, m.notStored, m.unretried, m.objWait, m.objBusy, m.unmatched, m.unserial,
+			m.pending, m.oldestPending)
 	}
 	return m
 }

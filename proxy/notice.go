@@ -33,6 +33,10 @@ const (
 	NoticeHeld = "held"
 	// NoticeUnretried: an event newly found unretried (WatchUnretried).
 	NoticeUnretried = "unretried"
+	// NoticeGivenUp: a durable delivery hookonce stopped trying (retry_for
+	// ran out, or the site refused it): the sender was told it was
+	// delivered, and the site never took it.
+	NoticeGivenUp = "given_up"
 )
 
 // notice tells Options.Notice about a sender's delivery decided as
@@ -72,4 +76,17 @@ func (p *Proxy) noticeUnretried(r dedupe.Record) {
 	}
 	detail += fmt.Sprintf("; %d attempts; the record is %s.", len(r.Attempts), r.State)
 	p.onNotice(Notice{What: NoticeUnretried, Sender: r.Sender, Key: r.Key, Detail: detail})
+}
+
+// noticeGivenUp tells Options.Notice about a durable delivery given up
+// after att, its last try.
+func (p *Proxy) noticeGivenUp(sender, key string, att dedupe.Attempt) {
+	if p.onNotice == nil {
+		return
+	}
+	detail := "The sender was answered for it; the shop never took it."
+	if att.Status != 0 {
+		detail = fmt.Sprintf("The sender was answered for it; the shop's last answer was %d.", att.Status)
+	}
+	p.onNotice(Notice{What: NoticeGivenUp, Sender: sender, Key: key, Detail: detail})
 }

@@ -66,6 +66,11 @@ type Options struct {
 	// Notice, when set, hears of the decisions an operator acts on
 	// (notice.go). It is called on the delivery path: it must not wait.
 	Notice func(Notice)
+	// DurableBackoff is when failed tries of durable deliveries are
+	// tried again (nil: DefaultDurableBackoff); DurablePoll how often
+	// RunDurable looks for due ones (0: 1s). Tests shorten them.
+	DurableBackoff []time.Duration
+	DurablePoll    time.Duration
 }
 
 // Proxy is the sidecar's request handler.
@@ -95,6 +100,7 @@ type Proxy struct {
 	slots    atomic.Int64        // max_inflight slots taken: deliveries whose body is in, being handled
 	siteDown atomic.Int64        // forwards in a row that found the site unreachable
 	siteFail atomic.Int64        // answers in a row that were failures (row 10: 5xx, 408, 425, 429)
+	durable  *durable            // owed deliveries of ack: durable senders (durable.go)
 
 	// confirmedGet reads a record only once the store confirms it is
 	// durable (dedupe.ConfirmedReader; Get when the store has none).
@@ -134,6 +140,14 @@ func New(o Options) (*Proxy, error) {
 	p.confirmedGet = o.Store.Get
 	if cr, ok := o.Store.(dedupe.ConfirmedReader); ok {
 		p.confirmedGet, p.confirmsReads = cr.GetConfirmed, true
+	}
+	p.durable = newDurable(o.Store, o.DurableBackoff, o.DurablePoll)
+	if p.durable.store == nil {
+		for _, s := range o.Contract.Senders {
+			if s.Ack == contract.AckDurable {
+				return nil, fmt.Errorf("new proxy: sender %s has ack: durable, and the store (%T) keeps no durable deliveries", s.Name, o.Store)
+			}
+		}
 	}
 	if p.locker == nil {
 		for _, s := range o.Contract.Senders {

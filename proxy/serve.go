@@ -94,6 +94,8 @@ type delivery struct {
 	outcome    string // the decision, once made (as counted)
 	siteDown   int64  // this forward found the site unreachable: the how-manieth in a row
 	siteFailed int64  // the site answered this forward with a failure: the how-manieth in a row
+	// pending: a try of a durable delivery (durable.go); nil otherwise.
+	pending *pendingTry
 	// quiet: done counts the decision but writes no line (an unmatched
 	// request a recent line of its path already stands for, unmatchedLine).
 	quiet bool

@@ -110,6 +110,10 @@ func (d *delivery) release(att dedupe.Attempt) {
 	if d.unclaimed {
 		return // forwarded without dedupe: there is no claim to free
 	}
+	if d.pending != nil {
+		d.giveBack(att) // an owed delivery is tried again, never freed
+		return
+	}
 	err := d.p.storeCall(d.r, d.s, "release", func(ctx context.Context) error {
 		return d.p.store.Release(ctx, d.s.Name, d.key, d.owner, att)
 	})

@@ -37,6 +37,9 @@ type Config struct {
 	ReplayCacheTTL  time.Duration
 	UnretriedEvery  time.Duration
 	DrainTimeout    time.Duration
+	// DurableBackoff is --durable-backoff as written: when a durable
+	// delivery the site failed is tried again ("" for the default).
+	DurableBackoff string
 	// UpstreamKeepIdle is how long a connection to an http:// site may be
 	// kept for the next webhook forward (proxy.Options.KeepIdle); 0 dials
 	// one per forward.
@@ -69,6 +72,7 @@ type Config struct {
 	contract   *contract.Contract
 	upstream   *url.URL
 	adminToken string
+	backoff    []time.Duration // DurableBackoff read; nil for the default
 }
 
 // DefaultConfig is serve's defaults, as its flags show them.
@@ -100,6 +104,8 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "unretried-every", Value: d.UnretriedEvery, EnvVars: []string{"HOOKONCE_UNRETRIED_EVERY"}, Usage: "how often events whose senders gave up are counted (hookonce_unretried_events) and logged"},
 		&cli.DurationFlag{Name: "upstream-keepalive", Value: d.UpstreamKeepIdle, EnvVars: []string{"HOOKONCE_UPSTREAM_KEEPALIVE"},
 			Usage: "how long a connection to an http:// site may wait for the next webhook forward; keep it well below the site's keep-alive timeout (0: a new connection for every forward)"},
+		&cli.StringFlag{Name: "durable-backoff", EnvVars: []string{"HOOKONCE_DURABLE_BACKOFF"},
+			Usage: "when a delivery of an ack: durable sender that the site failed is tried again: waits separated by commas, the last repeated until retry_for ends (default " + backoffString(proxy.DefaultDurableBackoff) + ")"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, EnvVars: []string{"HOOKONCE_DRAIN_TIMEOUT"}, Usage: "on SIGTERM, how long deliveries at the site may finish before they are aborted and their claims released"},
 		&cli.StringFlag{Name: "admin-listen", Value: d.AdminListen, EnvVars: []string{"HOOKONCE_ADMIN_LISTEN"},
 			Usage: "address of the admin listener (metrics, health, API, /ui); a non-loopback address needs a token"},
@@ -131,6 +137,7 @@ func configFromFlags(c *cli.Context) Config {
 		ReplayCacheTTL:          c.Duration("replay-cache-ttl"),
 		UnretriedEvery:          c.Duration("unretried-every"),
 		DrainTimeout:            c.Duration("drain-timeout"),
+		DurableBackoff:          c.String("durable-backoff"),
 		UpstreamKeepIdle:        c.Duration("upstream-keepalive"),
 		AdminListen:             c.String("admin-listen"),
 		AdminToken:              c.String("admin-token"),
@@ -202,6 +209,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat))
+	}
+	if b, err := parseBackoff(cfg.DurableBackoff); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.backoff = b
 	}
 
 	cfg.contract = contract.Empty()
@@ -569,4 +581,36 @@ func hostAdminToken() (string, error) {
 		return "", fmt.Errorf("admin token file %s is empty (the service refuses to start with it so: write a token into it)", host.AdminToken)
 	}
 	return token, nil
+}
+
+// parseBackoff reads --durable-backoff: durations separated by commas,
+// each at least 100ms; "" is the default (nil).
+func parseBackoff(v string) ([]time.Duration, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 100*time.Millisecond {
+			return nil, fmt.Errorf("--durable-backoff %q: want waits of at least 100ms separated by commas, e.g. 5s,30s,5m", v)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func backoffString(b []time.Duration) string {
+	s := make([]string, len(b))
+	for i, d := range b {
+		switch {
+		case d%time.Hour == 0:
+			s[i] = fmt.Sprintf("%dh", d/time.Hour)
+		case d%time.Minute == 0:
+			s[i] = fmt.Sprintf("%dm", d/time.Minute)
+		default:
+			s[i] = d.String()
+		}
+	}
+	return strings.Join(s, ",")
 }

@@ -195,7 +195,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	p, err := proxy.New(proxy.Options{Upstream: cfg.upstream, Contract: cfg.contract, Store: store, Logger: log, Registerer: reg,
-		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint), Notice: m.proxyNotice})
+		KeepIdle: cfg.UpstreamKeepIdle, Failpoint: failpoint(cfg.Failpoint), Notice: m.proxyNotice, DurableBackoff: cfg.backoff})
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	m.loops.Add(6)
+	m.loops.Add(7)
 	go func() { defer m.loops.Done(); m.notifier.Run(loopCtx) }()
 	go func() {
 		// Said at start, so a site that is not up yet (or an upstream
@@ -271,6 +271,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	go func() { defer m.loops.Done(); purgeLoop(loopCtx, store, log) }()
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
+	go func() { defer m.loops.Done(); p.RunDurable(loopCtx) }()
 	go func() {
 		defer m.loops.Done()
 		gauge.Watch(loopCtx, readinessEvery, func(ctx context.Context) (readiness.Report, error) {

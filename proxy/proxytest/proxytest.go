@@ -207,6 +207,14 @@ func (b *SyncBuffer) String() string {
 // into Logs and registering metrics in a fresh registry.
 func Start(t testing.TB, store dedupe.Store, siteURL, configYAML string) *Instance {
 	t.Helper()
+	return StartWith(t, store, siteURL, configYAML, nil)
+}
+
+// StartWith is Start with opts applied to the proxy's options (nil:
+// none). A config with an ack: durable sender gets its owed deliveries
+// sent (Proxy.RunDurable) until the test ends.
+func StartWith(t testing.TB, store dedupe.Store, siteURL, configYAML string, opts func(*proxy.Options)) *Instance {
+	t.Helper()
 	c, err := contract.Parse([]byte(configYAML), "test.yaml")
 	if err != nil {
 		t.Fatalf("test config: %v", err)
@@ -216,19 +224,34 @@ func Start(t testing.TB, store dedupe.Store, siteURL, configYAML string) *Instan
 		t.Fatal(err)
 	}
 	in := &Instance{Registry: prometheus.NewRegistry(), Logs: &SyncBuffer{}}
-	in.Proxy, err = proxy.New(proxy.Options{
+	o := proxy.Options{
 		Upstream: u, Contract: c, Store: store, Registerer: in.Registry,
 		Logger:           slog.New(slog.NewJSONHandler(in.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HitFlushInterval: 50 * time.Millisecond,
 		KeepIdle:         proxy.DefaultKeepIdle, // as serve runs
-	})
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	in.Proxy, err = proxy.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in.Server = httptest.NewServer(in.Proxy)
+	stop := func() {}
+	for _, s := range c.Senders {
+		if s.Ack == contract.AckDurable {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); in.Proxy.RunDurable(ctx) }()
+			stop = func() { cancel(); <-done }
+			break
+		}
+	}
 	t.Cleanup(func() {
 		in.Server.Close()
-		_ = in.Proxy.Close(t.Context())
+		stop()
+		_ = in.Proxy.Close(context.Background())
 	})
 	return in
 }
