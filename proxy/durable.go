@@ -55,14 +55,15 @@ type durable struct {
 	kick    chan struct{}
 
 	mu      sync.Mutex
-	owed    map[string]int64 // sender → owed deliveries as last counted, plus those deferred here since
-	adds    map[string]int64 // sender → deliveries deferred here, ever (owed is recounted from it)
-	running map[string]int   // sender → this process's tries at the site
+	owed    map[string]int64     // sender → owed deliveries as last counted, plus those deferred here since
+	adds    map[string]int64     // sender → deliveries deferred here, ever (owed is recounted from it)
+	running map[string]int       // sender → this process's tries at the site
+	toldOld map[string]time.Time // sender → when NoticeBacklogOld was last given
 }
 
 func newDurable(store dedupe.Store, backoff []time.Duration, poll time.Duration) *durable {
 	d := &durable{backoff: backoff, poll: poll, kick: make(chan struct{}, 1),
-		owed: map[string]int64{}, adds: map[string]int64{}, running: map[string]int{}}
+		owed: map[string]int64{}, adds: map[string]int64{}, running: map[string]int{}, toldOld: map[string]time.Time{}}
 	d.store, _ = store.(dedupe.Deferrer)
 	if len(d.backoff) == 0 {
 		d.backoff = DefaultDurableBackoff
@@ -445,6 +446,9 @@ func (p *Proxy) countPending(ctx context.Context) {
 	for _, c := range counts {
 		owed[c.Sender] = c.N
 		oldest[c.Sender] = max(0, now.Sub(c.Oldest).Seconds())
+		if c.N > 0 && now.Sub(c.Oldest) > BacklogOldAfter {
+			p.noticeBacklogOld(c.Sender, c.N, c.Oldest)
+		}
 	}
 	p.durable.mu.Lock()
 	for name, n := range p.durable.adds {

@@ -37,7 +37,15 @@ const (
 	// ran out, or the site refused it): the sender was told it was
 	// delivered, and the site never took it.
 	NoticeGivenUp = "given_up"
+	// NoticeBacklogOld: a durable sender's oldest owed delivery has
+	// waited longer than BacklogOldAfter: the site has not taken its
+	// deliveries for that long (Key is empty).
+	NoticeBacklogOld = "backlog_old"
 )
+
+// BacklogOldAfter is when an owed delivery's age is told (NoticeBacklogOld,
+// at most once an hour per sender).
+const BacklogOldAfter = time.Hour
 
 // notice tells Options.Notice about a sender's delivery decided as
 // outcome, when it is one an operator acts on; shadow mode's would_…
@@ -89,4 +97,22 @@ func (p *Proxy) noticeGivenUp(sender, key string, att dedupe.Attempt) {
 		detail = fmt.Sprintf("The sender was answered for it; the shop's last answer was %d.", att.Status)
 	}
 	p.onNotice(Notice{What: NoticeGivenUp, Sender: sender, Key: key, Detail: detail})
+}
+
+// noticeBacklogOld tells Options.Notice that sender's oldest owed
+// delivery waits since oldest, n owed in all; once an hour per sender.
+func (p *Proxy) noticeBacklogOld(sender string, n int64, oldest time.Time) {
+	if p.onNotice == nil {
+		return
+	}
+	p.durable.mu.Lock()
+	last, told := p.durable.toldOld[sender]
+	if told && time.Since(last) < time.Hour {
+		p.durable.mu.Unlock()
+		return
+	}
+	p.durable.toldOld[sender] = time.Now()
+	p.durable.mu.Unlock()
+	p.onNotice(Notice{What: NoticeBacklogOld, Sender: sender,
+		Detail: fmt.Sprintf("%d deliveries are waiting for the shop; the oldest since %s.", n, oldest.UTC().Format("2006-01-02 15:04 UTC"))})
 }
