@@ -34,3 +34,9 @@ var SchemaVersion = schemaVersion
 // WALFrames is the WAL's size in frames at the checkpointer's last
 // checkpoint.
 func (s *Store) WALFrames() int64 { return s.walFrames.Load() }
+
+// Queries whose plans the tests check.
+const (
+	QTakeDue       = qTakeDue
+	QPendingCounts = qPendingCounts
+)
