@@ -27,7 +27,8 @@ import (
 var _ dedupe.Deferrer = (*Store)(nil)
 
 // Defer implements dedupe.Deferrer: one UPDATE fenced by the processing
-// claim's owner, as Complete is.
+// claim's owner, as Complete is, whose commit is on disk before Defer
+// returns also under synchronous=normal (its batch commits under FULL).
 func (s *Store) Defer(ctx context.Context, sender, key, owner string, d dedupe.DeferRequest) error {
 	op := "defer " + sender + "/" + key
 	headers, err := json.Marshal(d.Ack.Header)
@@ -35,7 +36,9 @@ func (s *Store) Defer(ctx context.Context, sender, key, owner string, d dedupe.D
 		return fmt.Errorf("sqlite %s: encode headers: %w", op, err)
 	}
 	body := nonNil(d.Ack.Body)
-	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
+	// Synced whatever the store's synchronous setting: the sender is
+	// answered once Defer returns and will not send the event again.
+	return s.writeSynced(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		now := time.Now()
 		until := ms(now.Add(d.RetryFor))
 		holder, lease := "", int64(0)

@@ -26,6 +26,19 @@ func TestPendingConformance(t *testing.T) {
 	dedupetest.RunPendingConformance(t, openPrepared)
 }
 
+// Under synchronous=normal, Defer's batches switch the writer to FULL and
+// back, and checkpoints run off the writer: the guarantees hold there too.
+func TestPendingConformanceSynchronousNormal(t *testing.T) {
+	dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store {
+		s, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "h.db"), sqlite.Options{Synchronous: sqlite.SyncNormal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // claimDefer claims (sender, key) as new and defers it: done with an
 // acknowledgement, owed to the site for retryFor, held by the claim's
 // owner for lease when lease > 0.
