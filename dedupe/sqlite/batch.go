@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hookonce/hookonce/dedupe"
 )
 
 // Group commit. Every Claim, Complete, Release, Hold, Renew,
-// RecordConflict, Free and object lock write (objects.go) is a writeReq
+// RecordConflict, Free, object lock write (objects.go) and durable
+// delivery write (pending.go) is a writeReq
 // handed to the one goroutine that owns the write transactions (writer).
 // It takes one request, then whatever else is already waiting, without
 // blocking, up to maxBatch, and runs them all in
@@ -42,15 +44,29 @@ type writeReq struct {
 	// the item's answer (rolled back to its savepoint when not nil).
 	run  func(ctx context.Context, tx *sql.Tx) error
 	done chan error
+	// synced: the item's commit must be on disk before it is answered
+	// even under synchronous=normal (a durable acknowledgement: the
+	// sender is answered on its strength). See runBatch.
+	synced bool
 }
 
 // write runs fn as one item of a group-committed transaction and returns
 // its answer once the transaction has committed (or failed).
 func (s *Store) write(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
+	return s.send(ctx, &writeReq{ctx: ctx, op: op, run: fn, done: make(chan error, 1)})
+}
+
+// writeSynced is write for an item whose commit must be synced to the
+// disk whatever the store's synchronous setting (writeReq.synced).
+func (s *Store) writeSynced(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
+	return s.send(ctx, &writeReq{ctx: ctx, op: op, run: fn, done: make(chan error, 1), synced: true})
+}
+
+func (s *Store) send(ctx context.Context, r *writeReq) error {
+	op := r.op
 	if err := ctx.Err(); err != nil {
 		return unavailable(op, err)
 	}
-	r := &writeReq{ctx: ctx, op: op, run: fn, done: make(chan error, 1)}
 	s.queued.Add(1)
 	select {
 	case s.reqs <- r:
@@ -125,6 +141,21 @@ func (s *Store) runBatch(batch []*writeReq) {
 		for _, r := range pending {
 			r.done <- unavailable(r.op, err)
 		}
+	}
+	if s.syncNormal && slices.ContainsFunc(pending, func(r *writeReq) bool { return r.synced }) {
+		// Under synchronous=normal a commit reaches the disk only at the
+		// next checkpoint. An item that must be there before it is
+		// answered makes this one batch's commit sync the WAL, as every
+		// commit does under full (the earlier commits' frames with it);
+		// the connection goes back to normal once the transaction is over
+		// (deferred before the Rollback below, so it runs after it: the
+		// pool's one connection is the transaction's until then).
+		if _, err := s.w.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+			fail(err)
+			return
+		}
+		s.syncedBatches.Add(1)
+		defer func() { _, _ = s.w.ExecContext(ctx, `PRAGMA synchronous = NORMAL`) }()
 	}
 	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see _txlock)
 	if err != nil {

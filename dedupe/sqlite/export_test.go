@@ -34,3 +34,18 @@ var SchemaVersion = schemaVersion
 // WALFrames is the WAL's size in frames at the checkpointer's last
 // checkpoint.
 func (s *Store) WALFrames() int64 { return s.walFrames.Load() }
+
+// Queries whose plans the tests check.
+const (
+	QTakeDue       = qTakeDue
+	QPendingCounts = qPendingCounts
+)
+
+// SyncedBatches is how many batches committed under synchronous=FULL on a
+// synchronous=normal store because an item needed its commit on disk.
+func (s *Store) SyncedBatches() int64 { return s.syncedBatches.Load() }
+
+// WriteSynced runs fn as a Write whose commit must be on disk (as Defer's).
+func (s *Store) WriteSynced(ctx context.Context, op string, fn func(context.Context, *sql.Tx) error) error {
+	return s.writeSynced(ctx, op, fn)
+}

@@ -123,7 +123,9 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 	return nil
 }
 
-// Purge implements dedupe.Store. It also removes the object locks whose
+// Purge implements dedupe.Store. A record with a delivery still owed
+// (pending_since > 0) is never removed, whatever its expires_at: it goes
+// once the delivery is settled and it expires again. It also removes the object locks whose
 // lease ended more than staleObjectAge ago (objects.go).
 func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
 	now := ms(time.Now())
@@ -147,7 +149,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 			chunk = min(chunk, int64(lim)-n)
 		}
 		res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
-			WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) LIMIT ?)`, cut, now, chunk)
+			WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) AND pending_since = 0 LIMIT ?)`, cut, now, chunk)
 		if err != nil {
 			return int(n), unavailable("purge", err)
 		}

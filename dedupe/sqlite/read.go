@@ -45,6 +45,9 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 
 func listRecords(ctx context.Context, db *sql.DB, f dedupe.ListFilter) ([]dedupe.Record, error) {
 	where, args := keyWhere(f)
+	if f.Pending {
+		where += ` AND pending_since > 0`
+	}
 	order := `received_at DESC, key DESC`
 	if f.KeyPart != "" {
 		// Read the table (or the sender's range of its primary key) and

@@ -21,7 +21,8 @@ func fromMS(v int64) time.Time {
 }
 
 const recordCols = `sender, key, state, payload_hash, owner, lease_until, received_at, completed_at,
-	expires_at, hits, takeovers, status, headers, body, truncated, request_body, attempts, request_head, fingerprint`
+	expires_at, hits, takeovers, status, headers, body, truncated, request_body, attempts, request_head, fingerprint,
+	pending_since, pending_next_at, pending_until, pending_tries, pending_owner, pending_lease_until`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -32,11 +33,18 @@ func scanRecord(row scanner) (dedupe.Record, error) {
 		lease, received, completed, expires, status int64
 		headers, body, reqBody, attempts, head, fp  []byte
 		truncated                                   bool
+		p                                           dedupe.Pending
+		pSince, pNext, pUntil, pLease               int64
 	)
 	err := row.Scan(&rec.Sender, &rec.Key, &state, &rec.PayloadHash, &rec.Owner, &lease, &received, &completed,
-		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head, &fp)
+		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head, &fp,
+		&pSince, &pNext, &pUntil, &p.Tries, &p.Owner, &pLease)
 	if err != nil {
 		return rec, err
+	}
+	if pSince != 0 {
+		p.Since, p.NextAt, p.Until, p.LeaseUntil = fromMS(pSince), fromMS(pNext), fromMS(pUntil), fromMS(pLease)
+		rec.Pending = &p
 	}
 	rec.State = dedupe.State(state)
 	rec.LeaseUntil, rec.ReceivedAt, rec.CompletedAt, rec.ExpiresAt = fromMS(lease), fromMS(received), fromMS(completed), fromMS(expires)

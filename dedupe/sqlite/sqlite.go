@@ -80,6 +80,12 @@ type Store struct {
 	queued     atomic.Int64 // writes sent and not yet taken by the writer
 	commits    atomic.Int64 // transactions the writer committed
 
+	// syncNormal: opened with synchronous=normal; a batch holding a
+	// synced item (writeReq.synced) then commits under FULL, counted in
+	// syncedBatches.
+	syncNormal    bool
+	syncedBatches atomic.Int64
+
 	// Checkpoints off the writer (checkpoint.go; synchronous=normal only,
 	// else ckpt is nil): the checkpointer's own connection, its wake-up
 	// after commits, closed when it has stopped; the WAL's frames at its
@@ -235,7 +241,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	s := &Store{path: path, w: w, r: r, ws: ws, rs: rs,
+	s := &Store{path: path, w: w, r: r, ws: ws, rs: rs, syncNormal: offWriter,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	if offWriter {
 		if err := s.startCheckpointer(dsn("")); err != nil {

@@ -47,7 +47,41 @@ const (
 	qAddHits             = `UPDATE records SET hits = hits + ? WHERE sender = ? AND key = ?`
 	qSelectStateAttempts = `SELECT state, attempts FROM records WHERE sender = ? AND key = ?`
 	qFree                = `UPDATE records SET state = 'released', owner = '', lease_until = 0, completed_at = 0,
-			status = 0, headers = NULL, body = NULL, truncated = 0, attempts = ? WHERE sender = ? AND key = ?`
+			status = 0, headers = NULL, body = NULL, truncated = 0, ` + clearPending + `, attempts = ? WHERE sender = ? AND key = ?`
+	// Durable deliveries (pending.go; schema v8). qDefer ends the owner's
+	// processing claim as done with the acknowledgement as its answer and
+	// sets the pending columns; its parameters after the answer's are
+	// expires_at's floor (until), since, next_at, until, the owner and the
+	// lease ('' and 0 when not held).
+	qDefer = `UPDATE records SET state = 'done', owner = '', lease_until = 0, completed_at = ?, status = ?,
+			headers = ?, body = ?, truncated = ?, expires_at = max(expires_at, ?),
+			pending_since = ?, pending_next_at = ?, pending_until = ?, pending_tries = 0,
+			pending_owner = ?, pending_lease_until = ?` + ownerClause
+	// qTakeDue leases up to LIMIT due, unheld deliveries of a sender,
+	// found through records_pending in next_at order; the writer runs one
+	// statement at a time, so two takes never lease one row. Parameters:
+	// owner, lease until, sender, now, now, limit.
+	qTakeDue = `UPDATE records SET pending_owner = ?, pending_lease_until = ?
+			WHERE (sender, key) IN (SELECT sender, key FROM records WHERE sender = ? AND pending_since > 0
+				AND pending_next_at <= ? AND (pending_owner = '' OR pending_lease_until <= ?)
+				ORDER BY pending_next_at LIMIT ?)
+			RETURNING ` + recordCols
+	// pendingClause fences a deliverer's write: the delivery is still
+	// owed and still the owner's (an expired lease nobody took since
+	// counts, as for a claim).
+	pendingClause          = ` WHERE sender = ? AND key = ? AND pending_owner = ? AND pending_owner <> '' AND pending_since > 0`
+	clearPending           = `pending_since = 0, pending_next_at = 0, pending_until = 0, pending_tries = 0, pending_owner = '', pending_lease_until = 0`
+	qRenewPending          = `UPDATE records SET pending_lease_until = ?` + pendingClause
+	qSelectPendingAttempts = `SELECT attempts FROM records` + pendingClause
+	qSettleDelivered       = `UPDATE records SET ` + clearPending + `, attempts = ?` + pendingClause
+	qSettleDeliveredAnswer = `UPDATE records SET ` + clearPending + `, completed_at = ?, status = ?, headers = ?, body = ?,
+			truncated = ?, attempts = ?` + pendingClause
+	qSettleRetry = `UPDATE records SET pending_owner = '', pending_lease_until = 0, pending_next_at = ?,
+			pending_tries = pending_tries + 1, attempts = ?` + pendingClause
+	qSettleGiveUp = `UPDATE records SET state = 'released', completed_at = 0, status = 0, headers = NULL, body = NULL,
+			truncated = 0, ` + clearPending + `, attempts = ?` + pendingClause
+	qSettleHold = `UPDATE records SET state = 'unknown', completed_at = 0, status = 0, headers = NULL, body = NULL,
+			truncated = 0, ` + clearPending + `, attempts = ?` + pendingClause
 	// Object locks (objects.go). qLockObject inserts, or takes over when
 	// the lease has ended (lease_until <= its fifth parameter, now) or the
 	// owner already holds the object; a conflicting row it may not take is
@@ -64,7 +98,9 @@ const (
 
 var writerQueries = []string{qSelectRecord, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
 	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint,
-	qSelectStateAttempts, qFree, qLockObject, qRenewObject, qUnlockObject}
+	qSelectStateAttempts, qFree, qLockObject, qRenewObject, qUnlockObject,
+	qDefer, qTakeDue, qRenewPending, qSelectPendingAttempts, qSettleDelivered, qSettleDeliveredAnswer,
+	qSettleRetry, qSettleGiveUp, qSettleHold}
 
 var readerQueries = []string{qSelectRecord}
 
@@ -111,6 +147,15 @@ func (p *stmts) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any)
 	}
 	p.misses.Add(1)
 	return tx.QueryRowContext(ctx, q, args...)
+}
+
+// query runs q in tx, prepared when it was at Open.
+func (p *stmts) query(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
+	if st, ok := p.m[q]; ok {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	p.misses.Add(1)
+	return tx.QueryContext(ctx, q, args...)
 }
 
 // dbQueryRow runs q on db, the pool p was prepared on; a nil p prepares

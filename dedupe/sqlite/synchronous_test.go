@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 )
 
@@ -55,6 +57,61 @@ func TestSynchronousSetting(t *testing.T) {
 		s.Close()
 		if err != nil || got != c.want {
 			t.Errorf("%+v: PRAGMA synchronous = %d, %v; want %d", c.opts, got, err, c.want)
+		}
+	}
+}
+
+// A durable acknowledgement's Defer is answered only once its commit is on
+// disk, also on a store opened with synchronous=normal: its batch commits
+// under FULL, and the connection is back to NORMAL for the next. A store
+// under full needs no switch.
+func TestDeferSyncedUnderNormal(t *testing.T) {
+	ctx := context.Background()
+	readSync := func(s *sqlite.Store, write func(context.Context, string, func(context.Context, *sql.Tx) error) error) int {
+		t.Helper()
+		var got int
+		if err := write(ctx, "read synchronous", func(ctx context.Context, tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		opts   sqlite.Options
+		synced int64
+	}{{sqlite.Options{Synchronous: sqlite.SyncNormal}, 1}, {sqlite.Options{}, 0}} {
+		s, err := sqlite.OpenWith(ctx, filepath.Join(t.TempDir(), "h.db"), c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		plain := 1
+		if c.opts.Synchronous == "" {
+			plain = 2
+		}
+		for _, k := range []string{"sync", "durable"} {
+			if _, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "s", Key: k, PayloadHash: "h", Owner: "o", Lease: time.Minute, TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Complete(ctx, "s", "sync", "o", dedupe.Response{Status: 200}, dedupe.Attempt{Outcome: "processed"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.SyncedBatches(); n != 0 {
+			t.Fatalf("%+v: %d synced batches after claims and a completion, want 0", c.opts, n)
+		}
+		if err := s.Defer(ctx, "s", "durable", "o", dedupe.DeferRequest{Ack: dedupe.Response{Status: 200}, RetryFor: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.SyncedBatches(); n != c.synced {
+			t.Fatalf("%+v: %d synced batches after Defer, want %d", c.opts, n, c.synced)
+		}
+		if got := readSync(s, s.WriteSynced); got != 2 {
+			t.Fatalf("%+v: PRAGMA synchronous in a synced item = %d, want 2 (FULL)", c.opts, got)
+		}
+		if got := readSync(s, s.Write); got != plain {
+			t.Fatalf("%+v: PRAGMA synchronous after it = %d, want %d", c.opts, got, plain)
 		}
 	}
 }

@@ -50,9 +50,9 @@ func TestTrafficMigration(t *testing.T) {
 	}
 	// Back to version 4 (before the counters, 0005): what later
 	// migrations added goes too (0006: answered_duplicate; 0007:
-	// fingerprint and meta).
+	// fingerprint and meta; 0008: the pending columns).
 	if _, err := db.Exec(`DROP TABLE traffic; ALTER TABLE conflicts DROP COLUMN answered_duplicate;
-		ALTER TABLE records DROP COLUMN fingerprint; DROP TABLE meta; PRAGMA user_version = 4`); err != nil {
+		ALTER TABLE records DROP COLUMN fingerprint; DROP TABLE meta; ` + dropPending + `PRAGMA user_version = 4`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

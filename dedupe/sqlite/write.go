@@ -38,9 +38,16 @@ func (s *Store) fenced(ctx context.Context, op, query string, args ...any) error
 // parameters are args, then the attempts, then ownerClause's). ErrNotOwner,
 // and nothing written, when the owner no longer holds it.
 func (s *Store) settle(ctx context.Context, op, sender, key, owner string, att dedupe.Attempt, query string, args ...any) error {
+	return s.settleFenced(ctx, op, qSelectAttempts, sender, key, owner, att, query, args...)
+}
+
+// settleFenced is settle with the fence's read: sel reads the attempts of
+// the row owner holds (qSelectAttempts: a claim; qSelectPendingAttempts: a
+// pending delivery), and query ends with the same clause.
+func (s *Store) settleFenced(ctx context.Context, op, sel, sender, key, owner string, att dedupe.Attempt, query string, args ...any) error {
 	return s.write(ctx, op, func(ctx context.Context, tx *sql.Tx) error {
 		var raw []byte
-		err := s.ws.queryRow(ctx, tx, qSelectAttempts, sender, key, owner).Scan(&raw)
+		err := s.ws.queryRow(ctx, tx, sel, sender, key, owner).Scan(&raw)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notOwner(op)
 		}
