@@ -30,6 +30,7 @@ func RunPendingConformance(t *testing.T, newStore NewStore) {
 		{"RenewPendingFenced", testRenewPendingFenced},
 		{"CountsAndList", testPendingCountsAndList},
 		{"FreeForgetPurge", testPendingFreeForgetPurge},
+		{"ExpiredClaimedAsNew", testPendingExpiredClaimedAsNew},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +50,7 @@ func keptReq(sender, key, hash, own string) dedupe.ClaimRequest {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Signature", "sig-"+key)
-	r.Request = &dedupe.StoredRequest{Method: http.MethodPost, URI: "/hook?shop=1", Header: h}
+	r.Request = &dedupe.StoredRequest{Method: http.MethodPost, URI: "/hook?shop=1", Header: h, RemoteAddr: "203.0.113.7:51234"}
 	r.RequestBody = []byte(`{"id":"` + key + `","amount":"10.00"}`)
 	r.TTL = 2 * time.Hour
 	return r
@@ -167,7 +168,7 @@ func testDeferHeldThenTaken(t *testing.T, s dedupe.Store, d dedupe.Deferrer, sen
 	}
 	g := got[0]
 	if g.Pending == nil || g.Pending.Owner != second || g.Request == nil || g.Request.Method != http.MethodPost ||
-		g.Request.URI != "/hook?shop=1" || g.Request.Header.Get("X-Signature") != "sig-evt" || !bytes.Contains(g.RequestBody, []byte(`"id":"evt"`)) ||
+		g.Request.URI != "/hook?shop=1" || g.Request.Header.Get("X-Signature") != "sig-evt" || g.Request.RemoteAddr != "203.0.113.7:51234" || !bytes.Contains(g.RequestBody, []byte(`"id":"evt"`)) ||
 		g.PayloadHash != "h-evt" {
 		t.Fatalf("taken record = %+v (pending %+v)", g, g.Pending)
 	}
@@ -419,5 +420,25 @@ func testPendingFreeForgetPurge(t *testing.T, s dedupe.Store, d dedupe.Deferrer,
 	}
 	if rec := mustGet(t, s, sender, "owed"); rec.Pending == nil {
 		t.Fatal("Purge removed an owed delivery")
+	}
+}
+
+// A record past its ExpiresAt (extended to Until by Defer) is claimed as
+// new, like any expired record, and keeps no Pending of the old one.
+func testPendingExpiredClaimedAsNew(t *testing.T, s dedupe.Store, d dedupe.Deferrer, sender string) {
+	o := owner()
+	r := keptReq(sender, "evt", "h", o)
+	r.TTL = 200 * time.Millisecond
+	mustClaim(t, s, r, dedupe.Claimed)
+	if err := d.Defer(ctxT(t), sender, "evt", o, dedupe.DeferRequest{Ack: ackResponse(), RetryFor: 300 * time.Millisecond}); err != nil {
+		t.Fatalf("Defer: %v", err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	mustClaim(t, s, keptReq(sender, "evt", "h", owner()), dedupe.Claimed)
+	if rec := mustGet(t, s, sender, "evt"); rec.State != dedupe.StateProcessing || rec.Pending != nil {
+		t.Fatalf("claimed over an expired owed record: state %s pending %+v", rec.State, rec.Pending)
+	}
+	if got := mustTake(t, d, sender, owner(), time.Minute, 10); len(got) != 0 {
+		t.Fatalf("the old delivery is still taken: %v", keys(got))
 	}
 }

@@ -129,6 +129,7 @@ type headJSON struct {
 	Method string      `json:"method"`
 	URI    string      `json:"uri"`
 	Header http.Header `json:"header,omitempty"`
+	Remote string      `json:"remote_addr,omitempty"`
 }
 
 // encodeHead returns the request_head value: NULL when nothing is kept.
@@ -136,7 +137,7 @@ func encodeHead(r *dedupe.StoredRequest) (any, error) {
 	if r == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(headJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	b, err := json.Marshal(headJSON{Method: r.Method, URI: r.URI, Header: r.Header, Remote: r.RemoteAddr})
 	if err != nil {
 		return nil, fmt.Errorf("encode request head: %w", err)
 	}
@@ -151,7 +152,7 @@ func decodeHead(raw []byte) (*dedupe.StoredRequest, error) {
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return nil, fmt.Errorf("decode stored request head: %w", err)
 	}
-	return &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}, nil
+	return &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header, RemoteAddr: h.Remote}, nil
 }
 
 func nonNil(b []byte) []byte {
