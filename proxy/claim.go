@@ -105,7 +105,7 @@ func (d *delivery) claimLoop() {
 		switch dec.act {
 		case actForward:
 			d.takeover = res.Found == dedupe.TakenOver
-			if s.Durable() && d.by == dedupe.AttemptBySender {
+			if s.Durable() && d.by == dedupe.AttemptBySender && d.p.durable.store != nil {
 				d.forwardDurable()
 				return
 			}
