@@ -54,19 +54,24 @@ func keyCond(n int) string {
 // few records with a delivery owed from hookonce_records_pending rather
 // than walk every record newest first.
 func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
-	pending := ""
-	if f.Pending {
-		pending = ` AND pending_since IS NOT NULL`
-	}
-	q := `SELECT ` + recordPendingCols + ` FROM hookonce_records
-		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + pending + `
-		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
-	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
+	out, err := listPages(ctx, s, f, listSQL(f.Pending), slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
 		scanRecordPending, func(r dedupe.Record) string { return r.Key })
 	if err != nil {
 		return nil, fail("list", err)
 	}
 	return out, nil
+}
+
+// listSQL is List's statement: $1 sender, $2 state, $3-$5 keyArgs, $6
+// limit, $7 offset.
+func listSQL(pending bool) string {
+	cond := ""
+	if pending {
+		cond = ` AND pending_since IS NOT NULL`
+	}
+	return `SELECT ` + recordPendingCols + ` FROM hookonce_records
+		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + cond + `
+		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
 }
 
 // Conflicts implements dedupe.Store.
