@@ -171,7 +171,7 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 // pending_until): the condition is re-checked under the row lock, as the
 // live lease is.
 func purgeSQL(byReceived bool) (recSQL, confSQL string) {
-	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp()) AND pending_since IS NULL`
+	const removable = `NOT (state = 'processing' AND lease_until > clock_timestamp()) AND pending_since IS NULL`
 	col, before := `expires_at`, `<= (SELECT clock_timestamp())`
 	if byReceived {
 		col, before = `received_at`, `< $3`
@@ -180,7 +180,7 @@ func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 	recSQL = `
 		WITH v AS (
 			SELECT sender, key FROM hookonce_records
-			WHERE ` + recWhere + ` AND ` + live + `
+			WHERE ` + recWhere + ` AND ` + removable + `
 			ORDER BY ` + col + ` LIMIT $1
 			FOR UPDATE SKIP LOCKED
 		), d AS (
@@ -202,7 +202,7 @@ func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 // Purge implements dedupe.Store. Each DELETE removes at most one batch
 // (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
 // transaction holds, and re-checks under the row lock that no live lease
-// protects the row. Whatever req says, it also removes object locks whose
+// and no durable delivery still owed protects the row. Whatever req says, it also removes object locks whose
 // lease ended more than objectGrace ago (their holders died); they are not
 // counted.
 //
