@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,5 +182,114 @@ func TestCompleteStaysHOT(t *testing.T) {
 	})
 	if err != nil && err.Error() != "rollback" {
 		t.Fatal(err)
+	}
+}
+
+// Concurrent Defers share commits as completions do (Defer is on the
+// request path), each fenced by its own owner.
+func TestConcurrentDefersShareCommits(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	const n = 64
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("defer%d", i), "h")
+	}
+	if _, errs := claimAll(s, reqs); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	b0, _ := postgres.ClaimBatches(s)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			owner := r.Owner
+			if i == 7 {
+				owner = "not-the-owner"
+			}
+			errs[i] = s.Defer(ctxFor(t, 30*time.Second), "s", r.Key, owner, ack())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	b1, _ := postgres.ClaimBatches(s)
+	t.Logf("%d defers in %d batches", n, b1-b0)
+	if b1-b0 > n/4 {
+		t.Errorf("%d defers took %d batches, want at most %d", n, b1-b0, n/4)
+	}
+	for i, r := range reqs {
+		rec, err := s.Get(ctxFor(t, 5*time.Second), "s", r.Key)
+		switch {
+		case err != nil:
+			t.Errorf("get %s: %v", r.Key, err)
+		case i == 7:
+			if !errors.Is(errs[i], dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing || rec.Pending != nil {
+				t.Errorf("defer by a stranger: %v, state %s, pending %+v", errs[i], rec.State, rec.Pending)
+			}
+		case errs[i] != nil || rec.State != dedupe.StateDone || rec.Pending == nil || string(rec.Response.Body) != "OK77":
+			t.Errorf("defer %s: %v, state %s, pending %+v", r.Key, errs[i], rec.State, rec.Pending)
+		}
+	}
+}
+
+// BenchmarkNewEvent32 is a new event's store cost from 32 goroutines on a
+// durable server (fsync on), the synchronous way (claim, then Complete
+// with the site's answer) and the durable acknowledgement's (claim, then
+// Defer, held for its first try as the proxy does), and, for the
+// background, a take and a settle per event.
+func BenchmarkNewEvent32(b *testing.B) {
+	srv := pgtest.StartWith(b, pgtest.Options{Durable: true})
+	type step func(s *postgres.Store, key, owner string) error
+	for _, c := range []struct {
+		name string
+		end  step
+	}{
+		{"complete", func(s *postgres.Store, key, owner string) error {
+			return s.Complete(context.Background(), "s", key, owner, dedupe.Response{Status: 200, Body: []byte("OK")}, testAttempt("processed"))
+		}},
+		{"defer", func(s *postgres.Store, key, owner string) error {
+			d := ack()
+			d.Lease = time.Minute
+			return s.Defer(context.Background(), "s", key, owner, d)
+		}},
+		{"defer+settle", func(s *postgres.Store, key, owner string) error {
+			d := ack()
+			d.Lease = time.Minute
+			if err := s.Defer(context.Background(), "s", key, owner, d); err != nil {
+				return err
+			}
+			return s.SettlePending(context.Background(), "s", key, owner,
+				dedupe.PendingSettle{Outcome: dedupe.SettleDelivered, Attempt: testAttempt("processed")})
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := mustNew(b, srv.NewDatabase(b))
+			const workers = 32
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += workers {
+						r := claimReq(fmt.Sprintf("bench-%d", i), "h")
+						if res, err := s.Claim(context.Background(), r); err != nil || res.Found != dedupe.Claimed {
+							b.Errorf("claim %d: %v %v", i, res.Found, err)
+							return
+						}
+						if err := c.end(s, r.Key, r.Owner); err != nil {
+							b.Errorf("%s %d: %v", c.name, i, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
 	}
 }
