@@ -54,7 +54,10 @@ WHERE r.sender = $1::text AND r.key = $2::text`
 // answer must be kept a full ttl), hits and takeovers start again from 0
 // (they count replays and takeovers of the claim at hand); only the
 // attempts are kept. A record past its ttl is gone as far as the contract
-// goes: it starts with no attempts, released or not.
+// goes: it starts with no attempts, released or not, and with no durable
+// delivery owed (dedupe.Deferrer: a record past its ttl whose pending
+// delivery outlived pending_until; a released or processing record has
+// none, so the statement clears the pending columns whatever it takes).
 var claimSQL = `
 INSERT INTO hookonce_records AS r
 	(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head, fingerprint)
@@ -76,7 +79,9 @@ ON CONFLICT (sender, key) DO UPDATE SET
 	request_body = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_body ELSE r.request_body END,
 	request_head = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.request_head ELSE r.request_head END,
 	fingerprint = CASE WHEN ` + newCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.fingerprint ELSE r.fingerprint END,
-	attempts = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.attempts ELSE r.attempts END
+	attempts = CASE WHEN ` + freshCond("r", "EXCLUDED.received_at") + ` THEN EXCLUDED.attempts ELSE r.attempts END,
+	pending_since = NULL, pending_next_at = NULL, pending_until = NULL, pending_tries = 0,
+	pending_owner = NULL, pending_lease_until = NULL
 WHERE ` + newCond("r", "EXCLUDED.received_at") + ` OR ` + takeoverCond("r", "EXCLUDED.received_at", "EXCLUDED.payload_hash") + `
 RETURNING ` + recordCols
 

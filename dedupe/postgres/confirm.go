@@ -103,7 +103,7 @@ func (s *Store) confirmed(ctx context.Context, fn func(q querier) error) error {
 // a new row version (WAL), and its commit waits for synchronous
 // replication. (A transaction id alone would not do: a commit that wrote
 // no WAL but its own commit record waits for no standby.)
-var confirmSQL = `UPDATE hookonce_records SET hits = hits WHERE sender = $1 AND key = $2 RETURNING ` + recordCols
+var confirmSQL = `UPDATE hookonce_records SET hits = hits WHERE sender = $1 AND key = $2 RETURNING ` + recordPendingCols
 
 // GetConfirmed implements dedupe.ConfirmedReader: the record as a write
 // of its own (confirmSQL) finds it, in its own transaction, answered only
@@ -117,7 +117,7 @@ func (s *Store) GetConfirmed(ctx context.Context, sender, key string) (dedupe.Re
 	op := "confirmed get " + sender + "/" + key
 	var rec dedupe.Record
 	err := s.confirmed(ctx, func(c querier) (err error) {
-		rec, err = scanRecord(c.QueryRow(ctx, confirmSQL, sender, key))
+		rec, err = scanRecordPending(c.QueryRow(ctx, confirmSQL, sender, key))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

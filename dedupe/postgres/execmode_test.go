@@ -22,8 +22,8 @@ var execModes = []string{"cache_describe", "describe_exec", "exec", "simple_prot
 
 // The conformance suites, directly against PostgreSQL, in every other exec
 // mode. Where the server infers the parameter types (exec,
-// simple_protocol), the records suite runs a second time with each
-// statement alone (the path a statement takes when its batch aborted,
+// simple_protocol), the records and pending suites run a second time with
+// each statement alone (the path a statement takes when its batch aborted,
 // with statements of its own).
 func TestConformanceExecModes(t *testing.T) {
 	srv := pgtest.Shared(t)
@@ -45,10 +45,22 @@ func TestConformanceExecModes(t *testing.T) {
 						return s
 					})
 				})
+				t.Run("pending alone", func(t *testing.T) {
+					dsn := db(t)
+					dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store {
+						s := mustNew(t, dsn)
+						postgres.SetClaimBatching(s, false)
+						return s
+					})
+				})
 			}
 			t.Run("objects", func(t *testing.T) {
 				dsn := db(t)
 				dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+			})
+			t.Run("pending", func(t *testing.T) {
+				dsn := db(t)
+				dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
 			})
 			t.Run("summary", func(t *testing.T) {
 				dsn := db(t)

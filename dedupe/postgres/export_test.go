@@ -58,3 +58,12 @@ func Exec(ctx context.Context, s *Store, sql string) error {
 	_, err := s.db.Exec(ctx, sql)
 	return err
 }
+
+// The durable deliveries' statements (pending.go) and List's.
+var (
+	TakeDueSQL = takeDueSQL
+	DeferSQL   = deferSQL
+	ListSQL    = listSQL
+)
+
+const PendingCountsSQL = pendingCountsSQL

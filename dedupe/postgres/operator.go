@@ -102,6 +102,8 @@ func (s *Store) AcceptedConflict(ctx context.Context, sender, key, hash string) 
 
 // Free implements dedupe.Store: one statement, which locks the row, reads
 // the state it had and releases it; confirmed like the delivery's writes.
+// A durable delivery still owed is dropped with the claim (its deliverer's
+// next write finds no pending_owner: ErrNotOwner).
 func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt) (dedupe.State, error) {
 	a, err := encodeAttempt(att)
 	if err != nil {
@@ -115,7 +117,7 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 		)
 		UPDATE hookonce_records r SET state = 'released', owner = NULL, lease_until = NULL,
 			completed_at = NULL, resp_status = NULL, resp_headers = NULL, resp_body = NULL,
-			resp_truncated = false, attempts = `+appendAttempt("$3")+`
+			resp_truncated = false, attempts = `+appendAttempt("$3")+`, `+clearPending+`
 		FROM old WHERE r.sender = $1 AND r.key = $2
 		RETURNING old.state`, sender, key, a).Scan(&was)
 	})
@@ -163,8 +165,13 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 // day's purge slowed as it went, the more the larger the store
 // (docs/performance.md, "Cost as the store grows"). It is >=, not >: rows
 // share an expires_at, and a batch may end among them.
+//
+// A record with a durable delivery still owed is never removed, whatever
+// its expires_at (a deliverer may still be at the site past
+// pending_until): the condition is re-checked under the row lock, as the
+// live lease is.
 func purgeSQL(byReceived bool) (recSQL, confSQL string) {
-	const live = `NOT (state = 'processing' AND lease_until > clock_timestamp())`
+	const removable = `NOT (state = 'processing' AND lease_until > clock_timestamp()) AND pending_since IS NULL`
 	col, before := `expires_at`, `<= (SELECT clock_timestamp())`
 	if byReceived {
 		col, before = `received_at`, `< $3`
@@ -173,7 +180,7 @@ func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 	recSQL = `
 		WITH v AS (
 			SELECT sender, key FROM hookonce_records
-			WHERE ` + recWhere + ` AND ` + live + `
+			WHERE ` + recWhere + ` AND ` + removable + `
 			ORDER BY ` + col + ` LIMIT $1
 			FOR UPDATE SKIP LOCKED
 		), d AS (
@@ -195,7 +202,7 @@ func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 // Purge implements dedupe.Store. Each DELETE removes at most one batch
 // (req.Limit, or purgeBatch when unbounded, repeated), skips rows another
 // transaction holds, and re-checks under the row lock that no live lease
-// protects the row. Whatever req says, it also removes object locks whose
+// and no durable delivery still owed protects the row. Whatever req says, it also removes object locks whose
 // lease ended more than objectGrace ago (their holders died); they are not
 // counted.
 //

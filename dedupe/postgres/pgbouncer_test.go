@@ -50,6 +50,10 @@ func TestPgBouncerConformance(t *testing.T) {
 			t.Parallel()
 			dsn := b.Database(t, query)
 			dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+			t.Run("pending", func(t *testing.T) {
+				dsn := b.Database(t, query)
+				dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+			})
 			if mode == "" {
 				// The other suites in the mode pooler=transaction picks;
 				// traffic's reads through a read-only store.

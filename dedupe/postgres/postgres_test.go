@@ -46,6 +46,31 @@ func TestConformanceTwoPools(t *testing.T) {
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return twoPools{a: a, b: b} })
 }
 
+func TestPendingConformance(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
+}
+
+// Durable deliveries, each statement alone (no batching): the path a
+// Defer, renewal or settle takes when its batch aborted.
+func TestPendingConformanceUnbatched(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store {
+		s := mustNew(t, dsn)
+		postgres.SetClaimBatching(s, false)
+		return s
+	})
+}
+
+// Durable deliveries across two replicas: deferred by one, taken,
+// renewed and settled by either, taken concurrently by both.
+func TestPendingConformanceTwoPools(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	a := mustNew(t, dsn)
+	b := mustNew(t, dsn)
+	dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return twoPools{a: a, b: b} })
+}
+
 func TestObjectConformance(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustNew(t, dsn) })
@@ -149,6 +174,24 @@ func (p twoPools) RenewObject(ctx context.Context, sc, o, own string, l time.Dur
 }
 func (p twoPools) UnlockObject(ctx context.Context, sc, o, own string) error {
 	return p.locker().UnlockObject(ctx, sc, o, own)
+}
+
+func (p twoPools) deferrer() dedupe.Deferrer { return p.pick().(dedupe.Deferrer) }
+
+func (p twoPools) Defer(ctx context.Context, s, k, o string, d dedupe.DeferRequest) error {
+	return p.deferrer().Defer(ctx, s, k, o, d)
+}
+func (p twoPools) TakeDue(ctx context.Context, s, o string, l time.Duration, n int) ([]dedupe.Record, error) {
+	return p.deferrer().TakeDue(ctx, s, o, l, n)
+}
+func (p twoPools) RenewPending(ctx context.Context, s, k, o string, l time.Duration) error {
+	return p.deferrer().RenewPending(ctx, s, k, o, l)
+}
+func (p twoPools) SettlePending(ctx context.Context, s, k, o string, st dedupe.PendingSettle) error {
+	return p.deferrer().SettlePending(ctx, s, k, o, st)
+}
+func (p twoPools) PendingCounts(ctx context.Context) ([]dedupe.PendingCount, error) {
+	return p.deferrer().PendingCounts(ctx)
 }
 
 func TestSummaryConformance(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 // Get implements dedupe.Store.
 func (s *Store) Get(ctx context.Context, sender, key string) (dedupe.Record, error) {
-	rec, err := scanRecord(s.db.QueryRow(ctx,
-		`SELECT `+recordCols+` FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key))
+	rec, err := scanRecordPending(s.db.QueryRow(ctx,
+		`SELECT `+recordPendingCols+` FROM hookonce_records WHERE sender = $1 AND key = $2`, sender, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dedupe.Record{}, fmt.Errorf("postgres get %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
@@ -49,17 +49,29 @@ func keyCond(n int) string {
 		n, n, n+1, n+1, n+2, n+2)
 }
 
-// List implements dedupe.Store.
+// List implements dedupe.Store. ListFilter.Pending is a condition written
+// into the statement, not a parameter, so that the planner can read the
+// few records with a delivery owed from hookonce_records_pending rather
+// than walk every record newest first.
 func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record, error) {
-	q := `SELECT ` + recordCols + ` FROM hookonce_records
-		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + `
-		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
-	out, err := listPages(ctx, s, f, q, slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
-		func(r pgx.Row) (dedupe.Record, error) { return scanRecord(r) }, func(r dedupe.Record) string { return r.Key })
+	out, err := listPages(ctx, s, f, listSQL(f.Pending), slices.Concat([]any{f.Sender, string(f.State)}, keyArgs(f)),
+		scanRecordPending, func(r dedupe.Record) string { return r.Key })
 	if err != nil {
 		return nil, fail("list", err)
 	}
 	return out, nil
+}
+
+// listSQL is List's statement: $1 sender, $2 state, $3-$5 keyArgs, $6
+// limit, $7 offset.
+func listSQL(pending bool) string {
+	cond := ""
+	if pending {
+		cond = ` AND pending_since IS NOT NULL`
+	}
+	return `SELECT ` + recordPendingCols + ` FROM hookonce_records
+		WHERE ($1 = '' OR sender = $1) AND ($2 = '' OR state = $2)` + keyCond(3) + cond + `
+		ORDER BY received_at DESC, key DESC LIMIT $6 OFFSET $7`
 }
 
 // Conflicts implements dedupe.Store.

@@ -12,9 +12,10 @@ import (
 )
 
 // A database at schema version 1, with rows in every old state, migrates in
-// place: the rows keep what they had (no attempts, no request head), a
-// claim that was in flight during the upgrade is released as a record, and
-// the state constraint takes 'released' but nothing unknown.
+// place: the rows keep what they had (no attempts, no request head, no
+// pending delivery), a claim that was in flight during the upgrade is
+// released as a record, and the state constraint takes 'released' but
+// nothing unknown.
 func TestMigrateFromVersion1(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	ctx := ctxFor(t, 30*time.Second)
@@ -53,8 +54,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get %s: %v", key, err)
 		}
-		if rec.State != state || rec.Attempts != nil || rec.Request != nil {
-			t.Fatalf("migrated %s = %+v, want state %s, no attempts, no request head", key, rec, state)
+		if rec.State != state || rec.Attempts != nil || rec.Request != nil || rec.Pending != nil {
+			t.Fatalf("migrated %s = %+v, want state %s, no attempts, no request head, no pending delivery", key, rec, state)
 		}
 	}
 	a := testAttempt("released")

@@ -17,6 +17,16 @@ const recordCols = `sender, key, state, payload_hash, COALESCE(owner, ''), lease
 	resp_status, resp_headers, resp_body, resp_truncated, request_body,
 	request_head, attempts, fingerprint`
 
+// pendingCols are a record's durable delivery (migration 0008), read after
+// recordCols (recordPendingCols) by the reads that show a record whole:
+// Get, List, GetConfirmed, TakeDue. The claim statements leave them out: a
+// claim's answer needs no Pending (a record a claim takes has none), and
+// firstSQL stays the one statement a new event costs (NewEventStatements).
+const pendingCols = `pending_since, pending_next_at, pending_until, pending_tries,
+	COALESCE(pending_owner, ''), pending_lease_until`
+
+const recordPendingCols = recordCols + `, ` + pendingCols
+
 // attemptJSON is one element of the attempts column. Times keep every digit
 // Go gives them (RFC 3339 with nanoseconds), durations are whole
 // nanoseconds: every field round-trips exactly.
@@ -74,6 +84,37 @@ func encodeRequestHead(r *dedupe.StoredRequest) (any, error) {
 
 // scanRecord scans recordCols, after the extra destinations given first.
 func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
+	return scanRecordTail(row, nil, extra...)
+}
+
+// scanRecordPending scans recordPendingCols.
+func scanRecordPending(row pgx.Row) (dedupe.Record, error) {
+	var (
+		since, next, until, lease *time.Time
+		tries                     int32
+		owner                     string
+	)
+	r, err := scanRecordTail(row, []any{&since, &next, &until, &tries, &owner, &lease})
+	if err != nil || since == nil {
+		return r, err
+	}
+	p := &dedupe.Pending{Since: *since, Tries: int(tries), Owner: owner}
+	if next != nil {
+		p.NextAt = *next
+	}
+	if until != nil {
+		p.Until = *until
+	}
+	if lease != nil {
+		p.LeaseUntil = *lease
+	}
+	r.Pending = p
+	return r, nil
+}
+
+// scanRecordTail scans recordCols, after the extra destinations given
+// first and before those of tail.
+func scanRecordTail(row pgx.Row, tail []any, extra ...any) (dedupe.Record, error) {
 	var (
 		r                  dedupe.Record
 		state              string
@@ -86,6 +127,7 @@ func scanRecord(row pgx.Row, extra ...any) (dedupe.Record, error) {
 	dest := append(extra, &r.Sender, &r.Key, &state, &r.PayloadHash, &r.Owner, &lease,
 		&r.ReceivedAt, &completed, &r.ExpiresAt, &r.Hits, &r.Takeovers,
 		&status, &headers, &body, &truncated, &req, &head, &attempts, &fp)
+	dest = append(dest, tail...)
 	if err := row.Scan(dest...); err != nil {
 		return dedupe.Record{}, err
 	}
