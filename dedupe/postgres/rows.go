@@ -45,6 +45,7 @@ type requestHeadJSON struct {
 	Method string      `json:"method"`
 	URI    string      `json:"uri"`
 	Header http.Header `json:"header"`
+	Remote string      `json:"remote_addr,omitempty"`
 }
 
 func encodeAttempt(a dedupe.Attempt) (string, error) {
@@ -75,7 +76,7 @@ func encodeRequestHead(r *dedupe.StoredRequest) (any, error) {
 	if r == nil {
 		return nil, nil
 	}
-	s, err := jsonParam(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header})
+	s, err := jsonParam(requestHeadJSON{Method: r.Method, URI: r.URI, Header: r.Header, Remote: r.RemoteAddr})
 	if err != nil {
 		return nil, fmt.Errorf("encode request head: %w", err)
 	}
@@ -144,7 +145,7 @@ func scanRecordTail(row pgx.Row, tail []any, extra ...any) (dedupe.Record, error
 		if err := json.Unmarshal(head, &h); err != nil {
 			return dedupe.Record{}, fmt.Errorf("decode stored request head: %w", err)
 		}
-		r.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header}
+		r.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header, RemoteAddr: h.Remote}
 	}
 	if len(attempts) > 0 && string(attempts) != "[]" { // a new record's are "[]": nothing to decode
 		var as []attemptJSON
