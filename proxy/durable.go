@@ -57,13 +57,14 @@ type durable struct {
 	mu      sync.Mutex
 	owed    map[string]int64     // sender → owed deliveries as last counted, plus those deferred here since
 	adds    map[string]int64     // sender → deliveries deferred here, ever (owed is recounted from it)
+	settles map[string]int64     // sender → owed deliveries this process ended (delivered, given up, held), ever
 	running map[string]int       // sender → this process's tries at the site
 	toldOld map[string]time.Time // sender → when NoticeBacklogOld was last given
 }
 
 func newDurable(store dedupe.Store, backoff []time.Duration, poll time.Duration) *durable {
 	d := &durable{backoff: backoff, poll: poll, kick: make(chan struct{}, 1),
-		owed: map[string]int64{}, adds: map[string]int64{}, running: map[string]int{}, toldOld: map[string]time.Time{}}
+		owed: map[string]int64{}, adds: map[string]int64{}, settles: map[string]int64{}, running: map[string]int{}, toldOld: map[string]time.Time{}}
 	d.store, _ = store.(dedupe.Deferrer)
 	if len(d.backoff) == 0 {
 		d.backoff = DefaultDurableBackoff
@@ -97,6 +98,14 @@ func (u *durable) added(sender string) {
 	u.mu.Lock()
 	u.owed[sender]++
 	u.adds[sender]++
+	u.mu.Unlock()
+}
+
+// ended counts an owed delivery of sender this process ended.
+func (u *durable) ended(sender string) {
+	u.mu.Lock()
+	u.owed[sender] = max(0, u.owed[sender]-1)
+	u.settles[sender]++
 	u.mu.Unlock()
 }
 
@@ -277,6 +286,9 @@ func (d *delivery) settlePending(dec forwardDecision, how ending, c *capture, at
 		time.Sleep(pause)
 		pause = min(2*pause, time.Second)
 	}
+	if st.Outcome != dedupe.SettleRetry {
+		d.p.durable.ended(d.s.Name)
+	}
 	if st.Outcome == dedupe.SettleGiveUp {
 		d.p.noticeGivenUp(d.s.Name, d.key, att)
 	}
@@ -434,6 +446,7 @@ func (p *Proxy) countPending(ctx context.Context) {
 	defer cancel()
 	p.durable.mu.Lock()
 	before := maps.Clone(p.durable.adds) // deferred during the count: not in it
+	beforeEnd := maps.Clone(p.durable.settles)
 	p.durable.mu.Unlock()
 	counts, err := p.durable.store.PendingCounts(sctx)
 	if err != nil {
@@ -452,9 +465,10 @@ func (p *Proxy) countPending(ctx context.Context) {
 	}
 	p.durable.mu.Lock()
 	for name, n := range p.durable.adds {
-		if n > before[name] {
-			owed[name] += n - before[name]
-		}
+		owed[name] += n - before[name]
+	}
+	for name, n := range p.durable.settles {
+		owed[name] = max(0, owed[name]-(n-beforeEnd[name]))
 	}
 	p.durable.owed = owed
 	p.durable.mu.Unlock()

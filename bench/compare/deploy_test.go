@@ -49,7 +49,7 @@ func TestDeployModeSmoke(t *testing.T) {
 		cells := strings.Split(strings.Trim(l, "| "), " | ")
 		rows[cells[0]] = append(rows[cells[0]], cells...)
 	}
-	for _, name := range []string{dName, dBare, dNginx, dPass, dDup, dNewPG, dNewSQ, dNewSQNormal,
+	for _, name := range []string{dName, dBare, dNginx, dPass, dDup, dNewPG, dNewSQ, dNewSQNormal, dNewSQDurable,
 		"floor: hookonce's new-event statements, pgbench -M prepared -c 32 -j 2",
 		"floor: hookonce's new-event statements, pgbench -M prepared -R 200"} {
 		cells, ok := rows[name]

@@ -15,4 +15,9 @@ const (
 	dPgbenchRate = "floor: hookonce's new-event statements, pgbench -M prepared -R %.0f"
 	dOpenDirect  = "direct to the site"
 	dOpenNewPG   = "hookonce serve: new events, PostgreSQL"
+	// The durable acknowledgement's cost (ack: durable) against a
+	// synchronous claim, both on SQLite's default.
+	dNewSQDurable     = "hookonce serve: new events, SQLite, ack: durable"
+	dOpenNewSQ        = "hookonce serve: new events, SQLite (synchronous=FULL)"
+	dOpenNewSQDurable = "hookonce serve: new events, SQLite, ack: durable"
 )

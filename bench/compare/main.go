@@ -40,6 +40,11 @@ senders:
     key: [ { header: X-Event-Id } ]
 `
 
+// durableConfig is config with hookonce answering once the delivery is
+// stored (ack: durable): the acknowledgement's added cost is measured
+// against config's synchronous claim.
+const durableConfig = config + "    ack: durable\n"
+
 // Names of the paths the targets (report.go) are judged on.
 const (
 	nameDirect      = "direct to the site"

@@ -48,8 +48,13 @@ const serveLogLevel = "info"
 // upstream on store, its listener and its admin listener on free loopback
 // ports, and waits until /readyz answers 200.
 func startServe(bin, dir, upstream, store string) (*serveProc, error) {
+	return startServeWith(bin, dir, upstream, store, config)
+}
+
+// startServeWith is startServe with the contract contractYAML.
+func startServeWith(bin, dir, upstream, store, contractYAML string) (*serveProc, error) {
 	cfg := filepath.Join(dir, "serve.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(contractYAML), 0o644); err != nil {
 		return nil, err
 	}
 	addr, err := freeAddr()
