@@ -1,0 +1,380 @@
+package redis
+
+// Durable deliveries (dedupe.Deferrer, a sender's `ack: durable`).
+//
+// The delivery lives in the record's hash (p_since, p_next, p_until,
+// p_tries, p_owner, p_lease), so Defer, the take of one delivery, its
+// renewal and its settle are each one script on the record key, judged by
+// the server's clock and fenced by the owner inside the script, as every
+// write of a claim is.
+//
+// Finding the due deliveries of a sender needs an index:
+// hookonce:pending:{sender} (member the key, score when it may next be
+// taken: NextAt, or LeaseUntil while held) and hookonce:pending-since:{sender}
+// (score Since, for PendingCounts). Outside Cluster the record's scripts keep
+// them in the same atomic step. On Cluster they live in the sender's slot,
+// not the record's, so:
+//
+//   - Defer indexes the delivery BEFORE its script (lua/pendadd.lua): a
+//     process dying in between leaves an entry whose record owes nothing,
+//     which TakeDue drops, never an owed delivery no deliverer finds;
+//   - a take, renewal or retry fixes the entry's score AFTER its script
+//     (only if the entry is still there); a stale score only makes TakeDue
+//     look at the record early, and the take script judges due and lease
+//     itself and answers the right time, which then becomes the score;
+//   - a settle that ends the delivery, or Free, drops the entries after its
+//     script unless a newer Defer of the key has indexed it again.
+//
+// TakeDue reads the due entries lowest score first (lua/pendingdue.lua) and
+// runs the take script on each: Redis runs one script at a time, so of any
+// number of deliverers, in any number of processes, one finds the delivery
+// free and sets its owner; the others find it held.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hookonce/hookonce/dedupe"
+)
+
+var _ dedupe.Deferrer = (*Store)(nil)
+
+func pendingIndex(sender string) string {
+	return prefix + "pending:{" + escSender(sender) + "}"
+}
+
+func pendingSinceIndex(sender string) string {
+	return prefix + "pending-since:{" + escSender(sender) + "}"
+}
+
+// pendingKeysOf are the pending indexes of r's sender (one slot).
+func pendingKeysOf(r ref) []string {
+	return []string{pendingIndex(r.sender), pendingSinceIndex(r.sender)}
+}
+
+// dropPending runs lua/pendingdrop.lua for r (Cluster only).
+func (s *Store) dropPending(ctx context.Context, r ref, mode string, score float64) error {
+	return pendingDropScript.Run(ctx, s.client, pendingKeysOf(r), r.key, mode,
+		strconv.FormatFloat(score, 'f', -1, 64)).Err()
+}
+
+func encodeResponse(op, sender, key string, resp dedupe.Response) (hdr, trunc string, err error) {
+	if len(resp.Header) > 0 {
+		b, err := json.Marshal(resp.Header)
+		if err != nil {
+			return "", "", fmt.Errorf("redis %s %s/%s: encode headers: %w", op, sender, key, err)
+		}
+		hdr = string(b)
+	}
+	trunc = "0"
+	if resp.Truncated {
+		trunc = "1"
+	}
+	return hdr, trunc, nil
+}
+
+// Defer implements dedupe.Deferrer (lua/defer.lua). With wait_replicas
+// it waits for the replicas as Complete does: the sender is answered on
+// the strength of this write.
+func (s *Store) Defer(ctx context.Context, sender, key, owner string, d dedupe.DeferRequest) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable("defer", err)
+	}
+	hdr, trunc, err := encodeResponse("defer", sender, key, d.Ack)
+	if err != nil {
+		return err
+	}
+	op := fmt.Sprintf("defer %s/%s", sender, key)
+	r := newRef(sender, key)
+	keys := []string{r.record()}
+	if s.cluster {
+		if err := pendaddScript.Run(ctx, s.client, pendingKeysOf(r), key).Err(); err != nil {
+			return unavailable(op, err)
+		}
+	} else {
+		keys = append(keys, pendingIndex(sender), pendingSinceIndex(sender), expiryIndex)
+	}
+	cmd, confirmed, err := s.run(ctx, deferScript, keys,
+		r.args(owner, d.Ack.Status, hdr, string(d.Ack.Body), trunc, ms(max(d.RetryFor, 0)), ms(max(d.Lease, 0)))...)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	n, err := cmd.Int()
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if n != 1 {
+		// On Cluster the entry indexed first is now stale; TakeDue drops it.
+		return fmt.Errorf("redis %s: %w", op, dedupe.ErrNotOwner)
+	}
+	if confirmed != nil {
+		return notConfirmed(op, confirmed)
+	}
+	return nil
+}
+
+// takeRounds bounds TakeDue's reads of the index: each round takes what it
+// can of one page and fixes the scores of what it could not take, so that a
+// later round reads further entries.
+const takeRounds = 8
+
+// TakeDue implements dedupe.Deferrer (lua/pendingdue.lua, lua/take.lua).
+func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Duration, n int) ([]dedupe.Record, error) {
+	op := fmt.Sprintf("take due %s", sender)
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(op, err)
+	}
+	if n <= 0 || owner == "" {
+		return nil, nil
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
+		return nil, unavailable(op, err)
+	}
+	var out []dedupe.Record
+	var busy int64 // entries left in place (claims under way on Cluster): skipped
+	for round := 0; round < takeRounds && len(out) < n; round++ {
+		want := n - len(out)
+		flat, err := pendingDueScript.Run(ctx, s.client, []string{pendingIndex(sender)}, busy, want).StringSlice()
+		if err != nil {
+			return out, unavailable(op, err)
+		}
+		type cand struct {
+			r     ref
+			score float64
+		}
+		cands := make([]cand, 0, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			sc, _ := strconv.ParseFloat(flat[i+1], 64)
+			cands = append(cands, cand{newRef(sender, flat[i]), sc})
+		}
+		if len(cands) == 0 {
+			break
+		}
+		cmds := make([]*goredis.Cmd, len(cands))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, c := range cands {
+				cmds[i] = takeScript.EvalSha(ctx, p, s.pendingKeys(c.r, 3), c.r.args(owner, ms(lease))...)
+			}
+			return nil
+		})
+		if err != nil {
+			return out, unavailable(op, err)
+		}
+		for i, c := range cands {
+			res, err := cmds[i].StringSlice()
+			if err != nil || len(res) == 0 {
+				return out, unavailable(op, fmt.Errorf("take %s: %v %w", c.r.key, res, err))
+			}
+			switch res[0] {
+			case "taken":
+				rec := decodeRecord(c.r, res[1:])
+				out = append(out, rec)
+				if s.cluster && rec.Pending != nil {
+					err = s.dropPending(ctx, c.r, "set", float64(rec.Pending.LeaseUntil.UnixMilli()))
+				}
+			case "later":
+				if s.cluster && len(res) > 1 {
+					at, _ := strconv.ParseFloat(res[1], 64)
+					err = s.dropPending(ctx, c.r, "set", at)
+				}
+			case "none":
+				if s.cluster {
+					err = s.dropPending(ctx, c.r, "eq", c.score)
+				}
+			case "busy":
+				if s.cluster {
+					busy++
+				}
+			default:
+				err = fmt.Errorf("take %s: unknown outcome %q", c.r.key, res[0])
+			}
+			if err != nil {
+				// The take itself stands: its lease runs out if the
+				// caller never learns of it.
+				return out, unavailable(op, err)
+			}
+		}
+		if len(cands) < want {
+			break
+		}
+	}
+	return out, nil
+}
+
+// RenewPending implements dedupe.Deferrer (lua/prenew.lua).
+func (s *Store) RenewPending(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	op := fmt.Sprintf("renew pending %s/%s", sender, key)
+	if err := ctx.Err(); err != nil {
+		return unavailable(op, err)
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	r := newRef(sender, key)
+	cmd, confirmed, err := s.run(ctx, prenewScript, s.pendingKeys(r, 2), r.args(owner, ms(lease))...)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	lu, err := cmd.Int64()
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if lu == 0 {
+		return fmt.Errorf("redis %s: %w", op, dedupe.ErrNotOwner)
+	}
+	if s.cluster {
+		if err := s.dropPending(ctx, r, "set", float64(lu)); err != nil {
+			return unavailable(op, err)
+		}
+	}
+	if confirmed != nil {
+		return notConfirmed(op, confirmed)
+	}
+	return nil
+}
+
+// SettlePending implements dedupe.Deferrer (lua/settle.lua). With
+// wait_replicas it waits for the replicas as Complete does.
+func (s *Store) SettlePending(ctx context.Context, sender, key, owner string, st dedupe.PendingSettle) error {
+	op := fmt.Sprintf("settle pending %s/%s", sender, key)
+	if err := ctx.Err(); err != nil {
+		return unavailable(op, err)
+	}
+	var outcome string
+	switch st.Outcome {
+	case dedupe.SettleDelivered:
+		outcome = "delivered"
+	case dedupe.SettleRetry:
+		outcome = "retry"
+	case dedupe.SettleGiveUp:
+		outcome = "giveup"
+	case dedupe.SettleHold:
+		outcome = "hold"
+	default:
+		return fmt.Errorf("redis %s: unknown outcome %d", op, st.Outcome)
+	}
+	line, err := encodeAttempt(st.Attempt)
+	if err != nil {
+		return fmt.Errorf("redis %s: encode attempt: %w", op, err)
+	}
+	replace, status, hdr, body, trunc := "0", 0, "", "", "0"
+	if st.Outcome == dedupe.SettleDelivered && st.Response != nil {
+		if hdr, trunc, err = encodeResponse("settle pending", sender, key, *st.Response); err != nil {
+			return err
+		}
+		replace, status, body = "1", st.Response.Status, string(st.Response.Body)
+	}
+	r := newRef(sender, key)
+	cmd, confirmed, err := s.run(ctx, settleScript, s.pendingKeys(r, 3),
+		r.args(owner, outcome, line, dedupe.MaxAttempts, ms(max(st.RetryIn, 0)), replace, status, hdr, body, trunc)...)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	res, err := cmd.Int64()
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if res == 0 {
+		return fmt.Errorf("redis %s: %w", op, dedupe.ErrNotOwner)
+	}
+	if s.cluster {
+		if res > 0 {
+			err = s.dropPending(ctx, r, "set", float64(res))
+		} else {
+			err = s.dropPending(ctx, r, "settled", 0)
+		}
+		if err != nil {
+			return unavailable(op, err)
+		}
+	}
+	if confirmed != nil {
+		return notConfirmed(op, confirmed)
+	}
+	return nil
+}
+
+// stalePasses bounds how many stale oldest entries PendingCounts drops per
+// sender in one call (TakeDue drops the rest as it meets them).
+const stalePasses = 16
+
+// PendingCounts implements dedupe.Deferrer: per known sender, the size of
+// its pending-since index and the Since of its oldest delivery, whose
+// record is read to check it (a stale oldest entry is dropped). Entries
+// further in are counted as they stand: they go stale only when a process
+// dies between a record's script and its index update on Cluster, or when
+// a claim took a record past its ttl as new, and TakeDue drops them.
+func (s *Store) PendingCounts(ctx context.Context) ([]dedupe.PendingCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable("pending counts", err)
+	}
+	senders, err := s.client.SMembers(ctx, sendersSet).Result()
+	if err != nil {
+		return nil, unavailable("pending counts", err)
+	}
+	var out []dedupe.PendingCount
+	for _, sender := range senders {
+		c, err := s.pendingCount(ctx, sender)
+		if err != nil {
+			return nil, unavailable("pending counts", err)
+		}
+		if c.N > 0 {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) pendingCount(ctx context.Context, sender string) (dedupe.PendingCount, error) {
+	c := dedupe.PendingCount{Sender: sender}
+	idx := pendingSinceIndex(sender)
+	for pass := 0; pass < stalePasses; pass++ {
+		var card *goredis.IntCmd
+		var first *goredis.ZSliceCmd
+		if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			card = p.ZCard(ctx, idx)
+			first = p.ZRangeWithScores(ctx, idx, 0, 0)
+			return nil
+		}); err != nil {
+			return c, err
+		}
+		c.N = card.Val()
+		if c.N == 0 || len(first.Val()) == 0 {
+			c.N = 0
+			return c, nil
+		}
+		z := first.Val()[0]
+		key, _ := z.Member.(string)
+		r := newRef(sender, key)
+		vals, err := s.client.HMGet(ctx, r.record(), "st", "p_since").Result()
+		if err != nil {
+			return c, err
+		}
+		st, _ := vals[0].(string)
+		since, _ := vals[1].(string)
+		if t := msTime(since); !t.IsZero() {
+			c.Oldest = t
+			return c, nil
+		}
+		if st == "processing" {
+			// Perhaps a Defer under way (Cluster indexes first): counted,
+			// its index time standing for its Since.
+			c.Oldest = time.UnixMilli(int64(z.Score))
+			return c, nil
+		}
+		// Owes nothing: drop it unless a Defer has indexed it again since
+		// (with a newer score).
+		err = s.dropPending(ctx, r, "since-eq", z.Score)
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
