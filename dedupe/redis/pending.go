@@ -121,7 +121,7 @@ func (s *Store) Defer(ctx context.Context, sender, key, owner string, d dedupe.D
 // takeRounds bounds TakeDue's reads of the index: each round takes what it
 // can of one page and fixes the scores of what it could not take, so that a
 // later round reads further entries.
-const takeRounds = 8
+const takeRounds = 32
 
 // TakeDue implements dedupe.Deferrer (lua/pendingdue.lua, lua/take.lua).
 func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Duration, n int) ([]dedupe.Record, error) {
