@@ -307,10 +307,12 @@ const stalePasses = 16
 
 // PendingCounts implements dedupe.Deferrer: per known sender, the size of
 // its pending-since index and the Since of its oldest delivery, whose
-// record is read to check it (a stale oldest entry is dropped). Entries
-// further in are counted as they stand: they go stale only when a process
-// dies between a record's script and its index update on Cluster, or when
-// a claim took a record past its ttl as new, and TakeDue drops them.
+// record is read to check it (a stale oldest entry is dropped and the next
+// one read). Entries further in are counted as they stand: they go stale
+// only when a process dies between a record's script and its index update
+// on Cluster, or when a claim took a record past its ttl as new, and
+// TakeDue drops them as it meets them. Round trips: two, plus one per
+// stale oldest entry.
 func (s *Store) PendingCounts(ctx context.Context) ([]dedupe.PendingCount, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, unavailable("pending counts", err)
@@ -319,12 +321,19 @@ func (s *Store) PendingCounts(ctx context.Context) ([]dedupe.PendingCount, error
 	if err != nil {
 		return nil, unavailable("pending counts", err)
 	}
-	var out []dedupe.PendingCount
-	for _, sender := range senders {
-		c, err := s.pendingCount(ctx, sender)
-		if err != nil {
+	counts := make([]dedupe.PendingCount, len(senders))
+	todo := make([]int, len(senders)) // indexes into counts still to settle
+	for i, sender := range senders {
+		counts[i].Sender = sender
+		todo[i] = i
+	}
+	for pass := 0; pass < stalePasses && len(todo) > 0; pass++ {
+		if todo, err = s.countPass(ctx, counts, todo); err != nil {
 			return nil, unavailable("pending counts", err)
 		}
+	}
+	var out []dedupe.PendingCount
+	for _, c := range counts {
 		if c.N > 0 {
 			out = append(out, c)
 		}
@@ -332,49 +341,75 @@ func (s *Store) PendingCounts(ctx context.Context) ([]dedupe.PendingCount, error
 	return out, nil
 }
 
-func (s *Store) pendingCount(ctx context.Context, sender string) (dedupe.PendingCount, error) {
-	c := dedupe.PendingCount{Sender: sender}
-	idx := pendingSinceIndex(sender)
-	for pass := 0; pass < stalePasses; pass++ {
-		var card *goredis.IntCmd
-		var first *goredis.ZSliceCmd
-		if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			card = p.ZCard(ctx, idx)
-			first = p.ZRangeWithScores(ctx, idx, 0, 0)
-			return nil
-		}); err != nil {
-			return c, err
+// countPass reads the count and oldest entry of each sender in todo (one
+// pipeline), checks those oldest entries' records (another), and returns
+// the senders whose oldest entry was stale and is now dropped.
+func (s *Store) countPass(ctx context.Context, counts []dedupe.PendingCount, todo []int) ([]int, error) {
+	cards := make([]*goredis.IntCmd, len(todo))
+	firsts := make([]*goredis.ZSliceCmd, len(todo))
+	if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for j, i := range todo {
+			idx := pendingSinceIndex(counts[i].Sender)
+			cards[j] = p.ZCard(ctx, idx)
+			firsts[j] = p.ZRangeWithScores(ctx, idx, 0, 0)
 		}
-		c.N = card.Val()
-		if c.N == 0 || len(first.Val()) == 0 {
-			c.N = 0
-			return c, nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	type oldest struct {
+		i int
+		r ref
+		z goredis.Z
+	}
+	var check []oldest
+	for j, i := range todo {
+		counts[i].N = cards[j].Val()
+		if counts[i].N == 0 || len(firsts[j].Val()) == 0 {
+			counts[i].N = 0
+			continue
 		}
-		z := first.Val()[0]
+		z := firsts[j].Val()[0]
 		key, _ := z.Member.(string)
-		r := newRef(sender, key)
-		vals, err := s.client.HMGet(ctx, r.record(), "st", "p_since").Result()
-		if err != nil {
-			return c, err
+		check = append(check, oldest{i, newRef(counts[i].Sender, key), z})
+	}
+	if len(check) == 0 {
+		return nil, nil
+	}
+	recs := make([]*goredis.SliceCmd, len(check))
+	if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for j, o := range check {
+			recs[j] = p.HMGet(ctx, o.r.record(), "st", "p_since")
 		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var again []int
+	for j, o := range check {
+		vals := recs[j].Val()
 		st, _ := vals[0].(string)
 		since, _ := vals[1].(string)
 		if t := msTime(since); !t.IsZero() {
-			c.Oldest = t
-			return c, nil
+			counts[o.i].Oldest = t
+			continue
 		}
 		if st == "processing" {
 			// Perhaps a Defer under way (Cluster indexes first): counted,
 			// its index time standing for its Since.
-			c.Oldest = time.UnixMilli(int64(z.Score))
-			return c, nil
+			counts[o.i].Oldest = time.UnixMilli(int64(o.z.Score))
+			continue
 		}
-		// Owes nothing: drop it unless a Defer has indexed it again since
+		// Owes nothing: dropped unless a Defer has indexed it again since
 		// (with a newer score).
-		err = s.dropPending(ctx, r, "since-eq", z.Score)
-		if err != nil {
-			return c, err
+		if err := s.dropPending(ctx, o.r, "since-eq", o.z.Score); err != nil {
+			return nil, err
 		}
+		// Until the next pass reads the next oldest (or if none is left
+		// to do so): the rest, no younger than this entry.
+		counts[o.i].N--
+		counts[o.i].Oldest = time.UnixMilli(int64(o.z.Score))
+		again = append(again, o.i)
 	}
-	return c, nil
+	return again, nil
 }

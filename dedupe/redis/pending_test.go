@@ -89,6 +89,27 @@ func TestPendingKeyOutlivesRetryFor(t *testing.T) {
 	}
 }
 
+// Once deferred, the claim is over for its owner too: a Complete (or a
+// Hold) by it is refused and leaves the delivery owed and the
+// acknowledgement stored.
+func TestCompleteAfterDeferRefused(t *testing.T) {
+	s := mustOpen(t, redistest.Shared(t).URL())
+	sender := fmt.Sprintf("afterdefer-%d", time.Now().UnixNano())
+	o := mustDeferRedis(t, s, sender, "evt", time.Hour, time.Hour, time.Minute)
+	ctx := ctxT(t, 5*time.Second)
+	site := dedupe.Response{Status: 201, Body: []byte("site")}
+	if err := s.Complete(ctx, sender, "evt", o, site, att("processed")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Complete after Defer: err = %v, want ErrNotOwner", err)
+	}
+	if err := s.Hold(ctx, sender, "evt", o, att("ambiguous")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Hold after Defer: err = %v, want ErrNotOwner", err)
+	}
+	rec, err := s.Get(ctx, sender, "evt")
+	if err != nil || rec.Pending == nil || rec.Response == nil || string(rec.Response.Body) != "OK" || len(rec.Attempts) != 0 {
+		t.Fatalf("after the refused writes: %+v %v", rec, err)
+	}
+}
+
 // Index entries whose record owes nothing (a Defer refused after Cluster
 // indexed it first; a record taken as new past its ttl) are never taken,
 // counted only while a claim is under way on the record, and dropped.

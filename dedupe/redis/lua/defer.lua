@@ -17,7 +17,9 @@ local untl = now + tonumber(ARGV[10])
 local ea = math.max(tonumber(cur[3]) or 0, untl)
 local po, pl = '', 0
 if tonumber(ARGV[11]) > 0 then po, pl = owner, now + tonumber(ARGV[11]) end
-redis.call('HSET', rec, 'st', 'done', 'o', '', 'lo', owner, 'lu', 0, 'ca', now, 'ea', ea,
+-- No 'lo': a Complete by the claim's owner, which would take a done record
+-- with lo = owner for its own lost reply, finds no claim (ErrNotOwner).
+redis.call('HSET', rec, 'st', 'done', 'o', '', 'lu', 0, 'ca', now, 'ea', ea,
   'rs', ARGV[6], 'rh', ARGV[7], 'rb', ARGV[8], 'rt', ARGV[9],
   'p_since', now, 'p_next', now, 'p_until', untl, 'p_tries', 0, 'p_owner', po, 'p_lease', pl)
 -- Kept an hour past the end of the delivery, so that a try still under way
