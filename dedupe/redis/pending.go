@@ -124,6 +124,9 @@ func (s *Store) Defer(ctx context.Context, sender, key, owner string, d dedupe.D
 const takeRounds = 32
 
 // TakeDue implements dedupe.Deferrer (lua/pendingdue.lua, lua/take.lua).
+// With wait_replicas each take waits for the replicas as a claim does; one
+// they do not confirm is given back at once and ends the call (with the
+// deliveries taken before it, or ErrNotConfirmed when there are none).
 func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Duration, n int) ([]dedupe.Record, error) {
 	op := fmt.Sprintf("take due %s", sender)
 	if err := ctx.Err(); err != nil {
@@ -159,14 +162,40 @@ func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Du
 			break
 		}
 		cmds := make([]*goredis.Cmd, len(cands))
-		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		if s.wait.replicas > 0 {
+			// A take is a claim of the delivery: one a failover loses lets
+			// a second deliverer send it while the first still does, so
+			// each waits for its replicas like a claim (one at a time: the
+			// WAIT must follow its own write on its own connection).
 			for i, c := range cands {
-				cmds[i] = takeScript.EvalSha(ctx, p, s.pendingKeys(c.r, 3), c.r.args(owner, ms(lease))...)
+				cmd, confirmed, err := s.run(ctx, takeScript, s.pendingKeys(c.r, 3), c.r.args(owner, ms(lease))...)
+				if err != nil && !isScriptError(err) {
+					s.giveBack(ctx, c.r, owner) // the take may have been applied
+				}
+				if err == nil && confirmed != nil {
+					if res, _ := cmd.StringSlice(); len(res) > 0 && res[0] == "taken" {
+						s.giveBack(ctx, c.r, owner)
+						if len(out) > 0 {
+							return out, nil // the next call reports it
+						}
+						return nil, notConfirmed(op, confirmed)
+					}
+				}
+				if err != nil {
+					return out, unavailable(op, err)
+				}
+				cmds[i] = cmd
 			}
-			return nil
-		})
-		if err != nil {
-			return out, unavailable(op, err)
+		} else {
+			_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, c := range cands {
+					cmds[i] = takeScript.EvalSha(ctx, p, s.pendingKeys(c.r, 3), c.r.args(owner, ms(lease))...)
+				}
+				return nil
+			})
+			if err != nil {
+				return out, unavailable(op, err)
+			}
 		}
 		for i, c := range cands {
 			res, err := cmds[i].StringSlice()
@@ -207,6 +236,17 @@ func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Du
 		}
 	}
 	return out, nil
+}
+
+// giveBack returns a delivery owner took but whose take was not confirmed
+// (lua/pgiveback.lua): best effort and not waited for, like an
+// unconfirmed claim's release; if it is lost, the take's lease runs out.
+func (s *Store) giveBack(ctx context.Context, r ref, owner string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+	defer cancel()
+	if pgivebackScript.Run(ctx, s.client, s.pendingKeys(r, 2), r.args(owner)...).Err() == nil && s.cluster {
+		_ = s.dropPending(ctx, r, "set", 0)
+	}
 }
 
 // RenewPending implements dedupe.Deferrer (lua/prenew.lua).

@@ -250,8 +250,9 @@ func TestPurgeBeforeKeepsPending(t *testing.T) {
 	}
 }
 
-// Over a stalled replication link a Defer and a settle are applied on the
-// primary but reported as not confirmed, as a completion is.
+// Over a stalled replication link a Defer, a renewal and a settle are
+// applied on the primary but reported as not confirmed, as a completion is;
+// a take is given back, as an unconfirmed claim is.
 func TestWaitReplicasPending(t *testing.T) {
 	primary, link := redistest.StartPrimaryWithReplica(t)
 	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=300ms")
@@ -274,6 +275,28 @@ func TestWaitReplicasPending(t *testing.T) {
 	rec, err := s.Get(ctx, sender, "k")
 	if err != nil || rec.Pending == nil || rec.Pending.Tries != 1 {
 		t.Fatalf("on the primary: %+v %v", rec.Pending, err)
+	}
+
+	// A take is a claim of the delivery: not confirmed, it is given back
+	// (due at once for the next deliverer), not handed out.
+	time.Sleep(time.Until(rec.Pending.NextAt.Add(50 * time.Millisecond)))
+	link.Stall()
+	if got, err := s.TakeDue(ctx, sender, "B", time.Minute, 5); !errors.Is(err, dedupe.ErrNotConfirmed) || len(got) != 0 {
+		t.Fatalf("TakeDue over a stalled link = %d records, %v; want none and ErrNotConfirmed", len(got), err)
+	}
+	if rec, err := s.Get(ctx, sender, "k"); err != nil || rec.Pending == nil || rec.Pending.Owner != "" {
+		t.Fatalf("after the unconfirmed take: %+v %v", rec.Pending, err)
+	}
+	link.Resume()
+	for try := 1; ; try++ {
+		got, err := s.TakeDue(ctx, sender, "C", time.Minute, 5)
+		if err == nil && len(got) == 1 {
+			break
+		}
+		if err != nil && !errors.Is(err, dedupe.ErrNotConfirmed) || try == 30 {
+			t.Fatalf("TakeDue %d once the link is back: %d records, %v", try, len(got), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -98,6 +98,8 @@ var (
 	prenewLua string
 	//go:embed lua/settle.lua
 	settleLua string
+	//go:embed lua/pgiveback.lua
+	pgivebackLua string
 	//go:embed lua/pendadd.lua
 	pendaddLua string
 	//go:embed lua/pendingdue.lua
@@ -118,6 +120,7 @@ var (
 	takeScript        = goredis.NewScript(takeLua)
 	prenewScript      = goredis.NewScript(prenewLua)
 	settleScript      = goredis.NewScript(attemptsLua + settleLua)
+	pgivebackScript   = goredis.NewScript(pgivebackLua)
 	pendaddScript     = goredis.NewScript(pendaddLua)
 	pendingDueScript  = goredis.NewScript(pendingDueLua)
 	pendingDropScript = goredis.NewScript(pendingDropLua)
