@@ -27,8 +27,9 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 		return "", fmt.Errorf("redis free %s/%s: %w", sender, key, dedupe.ErrNotFound)
 	}
 	if err == nil && s.cluster {
-		// A durable delivery it owed is off the pending indexes too.
-		err = s.dropPending(ctx, r, "settled", 0)
+		// A durable delivery it owed is off the pending indexes too (best
+		// effort: an entry left behind is dropped by TakeDue).
+		_ = s.dropPending(ctx, r, "settled", 0)
 	}
 	if err != nil {
 		return "", unavailable(fmt.Sprintf("free %s/%s", sender, key), err)

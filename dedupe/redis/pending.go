@@ -202,33 +202,32 @@ func (s *Store) TakeDue(ctx context.Context, sender, owner string, lease time.Du
 			if err != nil || len(res) == 0 {
 				return out, unavailable(op, fmt.Errorf("take %s: %v %w", c.r.key, res, err))
 			}
+			// On Cluster the index is fixed after the take script; an error
+			// there is not the take's (which stands, and is handed out): the
+			// entry keeps an early score or stays stale, and the next
+			// TakeDue fixes it.
 			switch res[0] {
 			case "taken":
 				rec := decodeRecord(c.r, res[1:])
 				out = append(out, rec)
 				if s.cluster && rec.Pending != nil {
-					err = s.dropPending(ctx, c.r, "set", float64(rec.Pending.LeaseUntil.UnixMilli()))
+					_ = s.dropPending(ctx, c.r, "set", float64(rec.Pending.LeaseUntil.UnixMilli()))
 				}
 			case "later":
 				if s.cluster && len(res) > 1 {
 					at, _ := strconv.ParseFloat(res[1], 64)
-					err = s.dropPending(ctx, c.r, "set", at)
+					_ = s.dropPending(ctx, c.r, "set", at)
 				}
 			case "none":
 				if s.cluster {
-					err = s.dropPending(ctx, c.r, "eq", c.score)
+					_ = s.dropPending(ctx, c.r, "eq", c.score)
 				}
 			case "busy":
 				if s.cluster {
 					busy++
 				}
 			default:
-				err = fmt.Errorf("take %s: unknown outcome %q", c.r.key, res[0])
-			}
-			if err != nil {
-				// The take itself stands: its lease runs out if the
-				// caller never learns of it.
-				return out, unavailable(op, err)
+				return out, fmt.Errorf("redis %s: %s: unknown outcome %q", op, c.r.key, res[0])
 			}
 		}
 		if len(cands) < want {
@@ -271,9 +270,8 @@ func (s *Store) RenewPending(ctx context.Context, sender, key, owner string, lea
 		return fmt.Errorf("redis %s: %w", op, dedupe.ErrNotOwner)
 	}
 	if s.cluster {
-		if err := s.dropPending(ctx, r, "set", float64(lu)); err != nil {
-			return unavailable(op, err)
-		}
+		// Best effort, as every index fix after a script (TakeDue).
+		_ = s.dropPending(ctx, r, "set", float64(lu))
 	}
 	if confirmed != nil {
 		return notConfirmed(op, confirmed)
@@ -326,13 +324,12 @@ func (s *Store) SettlePending(ctx context.Context, sender, key, owner string, st
 		return fmt.Errorf("redis %s: %w", op, dedupe.ErrNotOwner)
 	}
 	if s.cluster {
+		// Best effort: the settle stands (a retry of it would be refused),
+		// and an entry left behind is fixed or dropped by TakeDue.
 		if res > 0 {
-			err = s.dropPending(ctx, r, "set", float64(res))
+			_ = s.dropPending(ctx, r, "set", float64(res))
 		} else {
-			err = s.dropPending(ctx, r, "settled", 0)
-		}
-		if err != nil {
-			return unavailable(op, err)
+			_ = s.dropPending(ctx, r, "settled", 0)
 		}
 	}
 	if confirmed != nil {
