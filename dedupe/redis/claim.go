@@ -106,6 +106,8 @@ func (s *Store) unindexCluster(ctx context.Context, r ref) error {
 		p.ZRem(ctx, senderIndex(r.sender), r.key)
 		p.ZRem(ctx, globalIndex, r.member)
 		p.ZRem(ctx, expiryIndex, r.member)
+		p.ZRem(ctx, pendingIndex(r.sender), r.key)
+		p.ZRem(ctx, pendingSinceIndex(r.sender), r.key)
 		return nil
 	})
 	return err

@@ -72,7 +72,7 @@ func (s *Store) List(ctx context.Context, f dedupe.ListFilter) ([]dedupe.Record,
 				continue
 			}
 			rec := recordFromMap(refs[i], m)
-			if f.State != "" && rec.State != f.State {
+			if f.State != "" && rec.State != f.State || f.Pending && rec.Pending == nil {
 				continue
 			}
 			if len(out) < limit {

@@ -22,9 +22,14 @@ func (s *Store) Free(ctx context.Context, sender, key string, att dedupe.Attempt
 		return "", fmt.Errorf("redis free %s/%s: encode attempt: %w", sender, key, err)
 	}
 	r := newRef(sender, key)
-	was, err := freeScript.Run(ctx, s.client, s.keys(r, 1), r.args(line, dedupe.MaxAttempts)...).Text()
+	was, err := freeScript.Run(ctx, s.client, s.pendingKeys(r, 3), r.args(line, dedupe.MaxAttempts)...).Text()
 	if errors.Is(err, goredis.Nil) {
 		return "", fmt.Errorf("redis free %s/%s: %w", sender, key, dedupe.ErrNotFound)
+	}
+	if err == nil && s.cluster {
+		// A durable delivery it owed is off the pending indexes too (best
+		// effort: an entry left behind is dropped by TakeDue).
+		_ = s.dropPending(ctx, r, "settled", 0)
 	}
 	if err != nil {
 		return "", unavailable(fmt.Sprintf("free %s/%s", sender, key), err)
@@ -38,7 +43,7 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 		return unavailable("forget", err)
 	}
 	r := newRef(sender, key)
-	res, err := removeScript.Run(ctx, s.client, s.keys(r, 4), r.args("forget", "")...).Text()
+	res, err := removeScript.Run(ctx, s.client, s.removeKeys(r), r.args("forget", "")...).Text()
 	if err == nil && res == "removed" {
 		err = s.unindexCluster(ctx, r)
 	}
@@ -210,7 +215,7 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, m := range members {
 				refs[i] = refFromMember(m)
-				cmds[i] = removeScript.EvalSha(ctx, p, s.keys(refs[i], 4), refs[i].args(mode, arg)...)
+				cmds[i] = removeScript.EvalSha(ctx, p, s.removeKeys(refs[i]), refs[i].args(mode, arg)...)
 			}
 			return nil
 		})

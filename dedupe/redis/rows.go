@@ -56,6 +56,14 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 		}
 	}
 	rec.Attempts = decodeAttempts(m["at"])
+	if since := msTime(m["p_since"]); !since.IsZero() {
+		p := &dedupe.Pending{
+			Since: since, NextAt: msTime(m["p_next"]), Until: msTime(m["p_until"]),
+			Owner: m["p_owner"], LeaseUntil: msTime(m["p_lease"]),
+		}
+		p.Tries, _ = strconv.Atoi(m["p_tries"])
+		rec.Pending = p
+	}
 	if rec.State == dedupe.StateDone {
 		resp := &dedupe.Response{Header: http.Header{}, Truncated: m["rt"] == "1"}
 		resp.Status, _ = strconv.Atoi(m["rs"])

@@ -33,6 +33,10 @@
 //	                                 sw "1" in shadow mode, qm/qb/qt the refused request's head,
 //	                                 body and "1" when cut; qm absent when not kept)
 //	hookonce:accepted:{sender}       hash: stream id of an accepted conflict → "<ms> <by>"
+//	hookonce:pending:{sender}        sorted set of keys with a durable delivery owed, by when
+//	                                 it may next be taken: NextAt, or LeaseUntil while held
+//	                                 (pending.go)
+//	hookonce:pending-since:{sender}  sorted set of the same keys by Since (PendingCounts)
 //
 // On a single node or Sentinel the scripts keep the indexes in the same atomic
 // step. On Cluster the indexes live in other slots, so the scripts touch only
@@ -46,7 +50,8 @@
 // in Unix ms), hi hits, to takeovers, rs/rh/rb/rt the stored response
 // (status, JSON headers, body, truncated), qb request body, qm request head
 // (JSON), at attempts (one JSON object per line, oldest first, at most
-// dedupe.MaxAttempts).
+// dedupe.MaxAttempts); a durable delivery still owed (pending.go): p_since,
+// p_next, p_until (ms), p_tries, p_owner, p_lease (ms; 0 when not held).
 //
 // This package never logs bodies or keys' payloads; it logs nothing at all.
 package redis
@@ -85,6 +90,22 @@ var (
 	freeLua string
 	//go:embed lua/attempts.lua
 	attemptsLua string
+	//go:embed lua/defer.lua
+	deferLua string
+	//go:embed lua/take.lua
+	takeLua string
+	//go:embed lua/prenew.lua
+	prenewLua string
+	//go:embed lua/settle.lua
+	settleLua string
+	//go:embed lua/pgiveback.lua
+	pgivebackLua string
+	//go:embed lua/pendadd.lua
+	pendaddLua string
+	//go:embed lua/pendingdue.lua
+	pendingDueLua string
+	//go:embed lua/pendingdrop.lua
+	pendingDropLua string
 
 	claimScript    = goredis.NewScript(claimLua)
 	finishScript   = goredis.NewScript(attemptsLua + finishLua)
@@ -94,6 +115,15 @@ var (
 	conflictScript = goredis.NewScript(conflictLua)
 	freeScript     = goredis.NewScript(attemptsLua + freeLua)
 	acceptScript   = goredis.NewScript(acceptLua)
+
+	deferScript       = goredis.NewScript(deferLua)
+	takeScript        = goredis.NewScript(takeLua)
+	prenewScript      = goredis.NewScript(prenewLua)
+	settleScript      = goredis.NewScript(attemptsLua + settleLua)
+	pgivebackScript   = goredis.NewScript(pgivebackLua)
+	pendaddScript     = goredis.NewScript(pendaddLua)
+	pendingDueScript  = goredis.NewScript(pendingDueLua)
+	pendingDropScript = goredis.NewScript(pendingDropLua)
 )
 
 const (
@@ -304,6 +334,26 @@ func (s *Store) keys(r ref, n int) []string {
 		return all[:1]
 	}
 	return all[:n]
+}
+
+// pendingKeys lists the record key and, outside Cluster, the sender's
+// pending index and then (n 3) its pending-since index; on Cluster the
+// scripts leave those to pending.go.
+func (s *Store) pendingKeys(r ref, n int) []string {
+	if s.cluster {
+		return []string{r.record()}
+	}
+	return []string{r.record(), pendingIndex(r.sender), pendingSinceIndex(r.sender)}[:n]
+}
+
+// removeKeys are lua/remove.lua's keys: the record and, outside Cluster,
+// every index that may name it.
+func (s *Store) removeKeys(r ref) []string {
+	if s.cluster {
+		return []string{r.record()}
+	}
+	return []string{r.record(), senderIndex(r.sender), globalIndex, expiryIndex,
+		pendingIndex(r.sender), pendingSinceIndex(r.sender)}
 }
 
 // args are the arguments every record script starts with.

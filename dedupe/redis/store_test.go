@@ -549,6 +549,9 @@ func TestConformanceCluster(t *testing.T) {
 	t.Run("Objects", func(t *testing.T) {
 		dedupetest.RunObjectConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.ClusterURL()) })
 	})
+	t.Run("Pending", func(t *testing.T) {
+		dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.ClusterURL()) })
+	})
 	t.Run("WaitChange", func(t *testing.T) {
 		holder, waiter := mustOpen(t, srv.ClusterURL()), mustOpen(t, srv.ClusterURL())
 		mustClaim(t, holder, claimReq("cl", "evt", "h", "o", time.Minute), dedupe.Claimed)
@@ -710,4 +713,9 @@ func TestConflictWrittenBeforePayloads(t *testing.T) {
 	if _, err := s.AcceptConflict(ctxT(t, 5*time.Second), "shop", "evt", "", "op"); !errors.Is(err, dedupe.ErrNotAcceptable) {
 		t.Fatalf("accept of an old conflict: %v, want ErrNotAcceptable", err)
 	}
+}
+
+func TestPendingConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, srv.URL()) })
 }

@@ -79,6 +79,9 @@ func TestWaitReplicasCluster(t *testing.T) {
 	// loaded machine's replica may take over 100ms to acknowledge.
 	synced := srv.ClusterURL() + "?wait_replicas=1&wait_replicas_timeout=2s"
 	dedupetest.RunConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, synced) })
+	t.Run("Pending", func(t *testing.T) {
+		dedupetest.RunPendingConformance(t, func(t *testing.T) dedupe.Store { return mustOpen(t, synced) })
+	})
 }
 
 // A stalled replication link: a claim is refused as not confirmed and
