@@ -24,7 +24,13 @@ func (d *delivery) claimLoop() {
 	accepted := false // moved to an accepted copy's key once
 	for {
 		d.owner = newOwner()
-		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: s.TTL,
+		ttl := s.TTL
+		if s.Durable() {
+			// A delivery given up at the end of retry_for stays a record
+			// (an unretried event to redeliver) for a ttl more.
+			ttl += s.RetryFor
+		}
+		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: ttl,
 			Fingerprint: d.fp, Fingerprinter: d.fingerprinter}
 		if s.StoreRequestBody {
 			// Kept for conflict diffs and operator redelivery: the site

@@ -136,9 +136,22 @@ func testDeferFencedByOwner(t *testing.T, s dedupe.Store, d dedupe.Deferrer, sen
 	if err := d.Defer(ctxT(t), sender, "evt", o, dr); err != nil {
 		t.Fatalf("Defer: %v", err)
 	}
-	// Deferred once: the claim is over, a second Defer finds none.
+	// Deferred once: the claim is over, a second Defer finds none, nor
+	// do its owner's Complete, Hold and Release.
 	if err := d.Defer(ctxT(t), sender, "evt", o, dr); !errors.Is(err, dedupe.ErrNotOwner) {
 		t.Fatalf("second Defer: err = %v, want ErrNotOwner", err)
+	}
+	if err := s.Complete(ctxT(t), sender, "evt", o, sampleResponse(), att("processed")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Complete after Defer: err = %v, want ErrNotOwner", err)
+	}
+	if err := s.Hold(ctxT(t), sender, "evt", o, att("ambiguous")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Hold after Defer: err = %v, want ErrNotOwner", err)
+	}
+	if err := s.Release(ctxT(t), sender, "evt", o, att("released")); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Release after Defer: err = %v, want ErrNotOwner", err)
+	}
+	if rec := mustGet(t, s, sender, "evt"); rec.State != dedupe.StateDone || rec.Pending == nil {
+		t.Fatalf("after the old owner's writes: state %s pending %+v", rec.State, rec.Pending)
 	}
 	// A completed claim is not deferred.
 	o2 := owner()

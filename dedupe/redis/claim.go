@@ -28,7 +28,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	}
 	keepHead, head := "0", ""
 	if req.Request != nil {
-		b, err := json.Marshal(storedRequest{Method: req.Request.Method, URI: req.Request.URI, Header: req.Request.Header})
+		b, err := json.Marshal(storedRequest{Method: req.Request.Method, URI: req.Request.URI, Header: req.Request.Header, Remote: req.Request.RemoteAddr})
 		if err != nil {
 			return dedupe.ClaimResult{}, fmt.Errorf("redis claim %s/%s: encode request: %w", req.Sender, req.Key, err)
 		}

@@ -52,7 +52,7 @@ func recordFromMap(r ref, m map[string]string) dedupe.Record {
 	if q := m["qm"]; q != "" {
 		var sr storedRequest
 		if json.Unmarshal([]byte(q), &sr) == nil { // written by Claim; never malformed
-			rec.Request = &dedupe.StoredRequest{Method: sr.Method, URI: sr.URI, Header: sr.Header}
+			rec.Request = &dedupe.StoredRequest{Method: sr.Method, URI: sr.URI, Header: sr.Header, RemoteAddr: sr.Remote}
 		}
 	}
 	rec.Attempts = decodeAttempts(m["at"])
@@ -83,6 +83,7 @@ type storedRequest struct {
 	Method string      `json:"method"`
 	URI    string      `json:"uri"`
 	Header http.Header `json:"header,omitempty"`
+	Remote string      `json:"remote_addr,omitempty"`
 }
 
 // attempt is dedupe.Attempt as one line of the at field keeps it: At in Unix
