@@ -174,25 +174,24 @@ func OwedState(r dedupe.Record) string {
 // tries so far, whether one holds it now or when the next is due, and
 // when hookonce gives it up.
 func PendingText(p *dedupe.Pending, now time.Time) string {
-	var b strings.Builder
+	var parts []string
 	switch p.Tries {
 	case 0:
-		b.WriteString("not tried yet")
 	case 1:
-		b.WriteString("1 try failed")
+		parts = append(parts, "1 try failed")
 	default:
-		fmt.Fprintf(&b, "%d tries failed", p.Tries)
+		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
 	}
 	switch {
 	case PendingHeld(p, now):
-		b.WriteString("; a try holds it now")
+		parts = append(parts, "a try holds it now")
 	case !p.NextAt.After(now):
-		b.WriteString("; next try due now")
+		parts = append(parts, "next try due now")
 	default:
-		fmt.Fprintf(&b, "; next try %s (in %s)", p.NextAt.UTC().Format(time.RFC3339), roundDur(p.NextAt.Sub(now)))
+		parts = append(parts, fmt.Sprintf("next try %s (in %s)", p.NextAt.UTC().Format(time.RFC3339), roundDur(p.NextAt.Sub(now))))
 	}
-	fmt.Fprintf(&b, "; given up at %s", p.Until.UTC().Format(time.RFC3339))
-	return b.String()
+	parts = append(parts, "given up at "+p.Until.UTC().Format(time.RFC3339))
+	return strings.Join(parts, "; ")
 }
 
 // roundDur rounds d to what a reader needs: seconds under an hour,

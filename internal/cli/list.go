@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -126,17 +127,23 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 // owedShort is an owed delivery in a table cell: its failed tries and
 // whether a try holds it now, or when the next is due.
 func owedShort(p *dedupe.Pending, now time.Time) string {
-	s := fmt.Sprintf("%d tries", p.Tries)
-	if p.Tries == 1 {
-		s = "1 try"
+	var parts []string
+	switch p.Tries {
+	case 0:
+	case 1:
+		parts = append(parts, "1 try failed")
+	default:
+		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
 	}
 	switch {
 	case view.PendingHeld(p, now):
-		return s + ", trying now"
+		parts = append(parts, "trying now")
 	case !p.NextAt.After(now):
-		return s + ", next due now"
+		parts = append(parts, "next try due now")
+	default:
+		parts = append(parts, "next try in "+admin.Age(p.NextAt, now))
 	}
-	return s + ", next in " + admin.Age(p.NextAt, now)
+	return strings.Join(parts, ", ")
 }
 
 // valueScan bounds the records list --value reads (newest first).

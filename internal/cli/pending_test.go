@@ -83,8 +83,8 @@ func TestListAndLookupShowOwedDeliveries(t *testing.T) {
 	}
 	// The alias --state and the filter on the table.
 	out, _, code = hookonce(t, "list", "--store", dsn, "--state", "pending")
-	if code != 0 || strings.Contains(out, "plain") || !strings.Contains(out, "done, owed to the site (1 try, next in") ||
-		!strings.Contains(out, "done, owed to the site (0 tries, trying now)") {
+	if code != 0 || strings.Contains(out, "plain") || !strings.Contains(out, "done, owed to the site (1 try failed, next try in") ||
+		!strings.Contains(out, "done, owed to the site (trying now)") {
 		t.Fatalf("list --state pending (exit %d):\n%s", code, out)
 	}
 	// The done record is listed without pending.
