@@ -75,11 +75,11 @@ func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
 		return f, errors.New("key: at most 512 bytes")
 	}
 	if withState {
-		st, err := parseState(q.Get("status"))
+		st, err := parseStatus(q.Get("status"))
 		if err != nil {
 			return f, err
 		}
-		f.State = st
+		f.State, f.Pending = st.State, st.Pending
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -91,10 +91,10 @@ func listFilter(r *http.Request, withState bool) (dedupe.ListFilter, error) {
 	return f, nil
 }
 
-func parseState(s string) (dedupe.State, error) {
-	st, unretried, err := dedupe.ParseState(s)
-	if err != nil || unretried { // unretried lists are answered before a filter is read
-		return "", errors.New("status: want processing, done, unknown, released or unretried")
+func parseStatus(s string) (dedupe.Status, error) {
+	st, err := dedupe.ParseStatus(s)
+	if err != nil || st.Unretried { // unretried lists are answered before a filter is read
+		return dedupe.Status{}, errors.New("status: want processing, done, unknown, released, unretried or pending")
 	}
 	return st, nil
 }
@@ -115,10 +115,13 @@ type eventRow struct {
 	dedupe.Record
 	Age          string
 	LeaseExpired bool // processing, but its lease ended: the next delivery takes it over
+	// Owed: where the durable delivery still owed to the site stands
+	// (view.PendingText); "" when none is owed.
+	Owed string
 }
 
 func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
-	p := eventsPage{Title: "Events", States: []string{"processing", "done", "unknown", "released"}}
+	p := eventsPage{Title: "Events", States: []string{"processing", "done", "unknown", "released", dedupe.PendingStatus}}
 	if h.o.Unretried != nil {
 		p.States = append(p.States, "unretried")
 	}
@@ -128,6 +131,9 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := listFilter(r, true)
 	p.Sender, p.Key, p.Status, p.Limit = f.Sender, f.KeyPart, string(f.State), f.Limit
+	if f.Pending {
+		p.Status = dedupe.PendingStatus
+	}
 	if err != nil {
 		p.Error = err.Error()
 		h.render(w, http.StatusBadRequest, "events.html", p)
@@ -143,7 +149,11 @@ func (h *Handler) uiEvents(w http.ResponseWriter, r *http.Request) {
 	now := h.o.Now()
 	seen := map[string]bool{}
 	for _, rec := range recs {
-		p.Rows = append(p.Rows, eventRow{Record: rec, Age: Age(now, rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(now)})
+		row := eventRow{Record: rec, Age: Age(now, rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(now)}
+		if rec.Pending != nil {
+			row.Owed = view.PendingText(rec.Pending, now)
+		}
+		p.Rows = append(p.Rows, row)
 		if !seen[rec.Sender] {
 			seen[rec.Sender] = true
 			p.Senders = append(p.Senders, rec.Sender)
@@ -164,6 +174,9 @@ type eventPage struct {
 	Note         string // what the last redelivery came to
 	// CanRedeliver: this listener can redeliver (it belongs to serve).
 	CanRedeliver bool
+	// Owed: where the durable delivery still owed to the site stands
+	// (view.PendingText); "" when none is owed.
+	Owed string
 }
 
 func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
@@ -177,6 +190,9 @@ func (h *Handler) uiEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	p := eventPage{Title: sender + " / " + key, Record: view.Record(rec), Age: Age(h.o.Now(), rec.ReceivedAt), LeaseExpired: rec.LeaseExpired(h.o.Now()),
 		CSRF: h.csrfToken(r), Note: r.URL.Query().Get("note"), CanRedeliver: h.o.Redeliver != nil}
+	if rec.Pending != nil {
+		p.Owed = view.PendingText(rec.Pending, h.o.Now())
+	}
 	if rec.Response != nil {
 		for _, name := range slices.Sorted(maps.Keys(rec.Response.Header)) {
 			for _, v := range rec.Response.Header[name] {

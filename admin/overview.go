@@ -36,6 +36,9 @@ const (
 	// metricSiteDurationMax is the longest of them: the histogram keeps none.
 	metricSiteDurationMax = "hookonce_upstream_duration_max_seconds"
 	metricUnmatched       = "hookonce_unmatched_total"
+	// The durable deliveries owed to the site (ack: durable senders only).
+	metricPending       = "hookonce_pending_deliveries"
+	metricOldestPending = "hookonce_oldest_pending_seconds"
 )
 
 // Categories are the page's rows: the outcomes of hookonce_requests_total
@@ -99,10 +102,21 @@ type senderOverview struct {
 	Records   int64 // records received in the window
 	States    []stateCount
 	Unretried int64
+	// Owed: the durable deliveries owed to the site now, from the
+	// pending gauges; nil for a sender without them (not ack: durable).
+	Owed *owedView
 	// Window and Started are the site's latency in the window (the
 	// store's attempts) and since start (the metrics' histogram).
 	Window, Started latencyView
 	Chart           chart
+}
+
+// owedView is a durable sender's owed deliveries and its oldest's age.
+type owedView struct {
+	Sender string
+	N      int64
+	Oldest string // the oldest's age ("" when none owed)
+	Old    bool   // the oldest waited longer than the alert's hour
 }
 
 type overviewRow struct {
@@ -299,6 +313,20 @@ func (h *Handler) startedCounts(get func(string) *senderOverview, unmatched *[]u
 			for _, m := range mf.GetMetric() {
 				if hg := m.GetHistogram(); hg.GetSampleCount() > 0 {
 					hists[labelOf(m, "sender")] = hg
+				}
+			}
+		case metricPending, metricOldestPending:
+			for _, m := range mf.GetMetric() {
+				s := get(labelOf(m, "sender"))
+				if s.Owed == nil {
+					s.Owed = &owedView{Sender: s.Sender}
+				}
+				v := m.GetGauge().GetValue()
+				if mf.GetName() == metricPending {
+					s.Owed.N = int64(math.Round(v))
+				} else if v > 0 {
+					age := time.Duration(v * float64(time.Second))
+					s.Owed.Oldest, s.Owed.Old = Age(time.Now(), time.Now().Add(-age)), age > time.Hour
 				}
 			}
 		case metricSiteDurationMax:

@@ -150,7 +150,7 @@ func TestUIPages(t *testing.T) {
 			[]string{"evt-html", `href="/ui/events/shop/orders%2F9"`, "evt-busy", "state-processing", "evt-bin"}, nil},
 		{"by state", "/ui/events?status=processing", 200, []string{"evt-busy"}, []string{"evt-html", "evt-bin"}},
 		{"by sender", "/ui/events?sender=shop", 200, []string{"evt-html", "orders/9"}, []string{"evt-busy"}},
-		{"bad state", "/ui/events?status=weird", 400, []string{"status: want processing, done, unknown, released or unretried"}, nil},
+		{"bad state", "/ui/events?status=weird", 400, []string{"status: want processing, done, unknown, released, unretried or pending"}, nil},
 		{"detail escapes the stored body", "/ui/events/shop/evt-html", 200,
 			[]string{"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; done", `id="status">201<`, "X-Order"},
 			[]string{"<script>"}},

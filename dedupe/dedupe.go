@@ -41,17 +41,31 @@ const (
 // unknown ones: past their sender's retry window with no new attempt.
 const Unretried = "unretried"
 
-// ParseState reads a status filter as the CLI and the admin API take it:
-// "" (any), a State, or Unretried (unretried reports true). The error
-// names what is accepted.
-func ParseState(s string) (st State, unretried bool, err error) {
+// Pending is not a state either but a filter: records with a durable
+// delivery still owed to the site (ListFilter.Pending); such a record is
+// done, its sender answered.
+const PendingStatus = "pending"
+
+// Status is a status filter as the CLI and the admin API take it
+// (ParseStatus).
+type Status struct {
+	State     State // "" for any
+	Unretried bool  // Unretried: released or unknown past the retry window
+	Pending   bool  // PendingStatus: a durable delivery still owed
+}
+
+// ParseStatus reads a status filter: "" (any), a State, Unretried or
+// PendingStatus. The error names what is accepted.
+func ParseStatus(s string) (Status, error) {
 	switch st := State(s); st {
 	case "", StateProcessing, StateDone, StateUnknown, StateReleased:
-		return st, false, nil
+		return Status{State: st}, nil
 	case Unretried:
-		return "", true, nil
+		return Status{Unretried: true}, nil
+	case PendingStatus:
+		return Status{Pending: true}, nil
 	}
-	return "", false, errors.New("want processing, done, unknown, released or unretried")
+	return Status{}, errors.New("want processing, done, unknown, released, unretried or pending")
 }
 
 // MaxAttempts bounds the attempts a record keeps: the oldest go first.

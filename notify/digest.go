@@ -13,7 +13,7 @@ import (
 // rest are counted.
 const maxListed = 10
 
-// maxSeen bounds the events remembered as told (Unretried, Held: once
+// maxSeen bounds the events remembered as told (Unretried, Held, GivenUp: once
 // per event); past it the oldest are forgotten.
 const maxSeen = 50000
 
@@ -95,7 +95,7 @@ func (g *gatherer) take(e Event, now time.Time) {
 	e.Sender, e.Key, e.Reason, e.Detail = clean(e.Sender, 200), clean(e.Key, 300), clean(e.Reason, 1500), clean(e.Detail, 300)
 	id := e.Sender + "\x00" + e.Key
 	switch e.Kind {
-	case Unretried, Held:
+	case Unretried, Held, GivenUp:
 		if !g.once(string(e.Kind) + "\x00" + id) {
 			return
 		}
@@ -130,7 +130,7 @@ func (g *gatherer) take(e Event, now time.Time) {
 			g.add(gr, id, en)
 			return
 		}
-	case StoreFailing, NotReady:
+	case StoreFailing, NotReady, BacklogOld:
 		id = e.Sender
 	case ReloadFailed:
 		id = ""
@@ -138,7 +138,7 @@ func (g *gatherer) take(e Event, now time.Time) {
 	gr := g.group(e.Kind, now)
 	if en := gr.byID[id]; en != nil {
 		en.count++
-		if e.Kind == ReloadFailed || e.Kind == NotReady {
+		if e.Kind == ReloadFailed || e.Kind == NotReady || e.Kind == BacklogOld {
 			en.ev = e // the latest problems
 		}
 		if len(en.keys) < 3 && e.Key != "" {

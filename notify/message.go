@@ -161,6 +161,51 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		}
 		cmd("Check it", c)
 		cmd("Then, once fixed", "systemctl reload hookonce")
+	case GivenUp:
+		if single {
+			m.Subject = fmt.Sprintf("%s %s given up: the shop never took it", first.Sender, first.Key)
+			line("hookonce on %s: hookonce answered this delivery for the shop (ack: durable) and has stopped trying to deliver it: the shop never took it.", host)
+			line("Sender: %s", first.Sender)
+			line("Key: %s", first.Key)
+			if first.Detail != "" {
+				line("%s", first.Detail)
+			}
+		} else {
+			m.Subject = fmt.Sprintf("%d deliveries given up: the shop never took them", total)
+			line("hookonce on %s: hookonce answered these deliveries for the shop (ack: durable) and has stopped trying to deliver them: the shop never took them:", host)
+			list(eventLine)
+		}
+		if single {
+			line("The provider was told it was received and will not send it again: unless you send it, the shop never gets it.")
+		} else {
+			line("The providers were told they were received and will not send them again: unless you send them, the shop never gets them.")
+		}
+		cmd("Look at it (the shop's answers)", "hookonce lookup "+arg(first.Sender)+" "+arg(first.Key))
+		cmd("Once the shop works, send it", "hookonce redeliver "+arg(first.Sender)+" "+arg(first.Key))
+		if !single {
+			line("(The same for each one listed.)")
+		}
+	case BacklogOld:
+		if single {
+			m.Subject = first.Sender + ": deliveries waiting over an hour for the shop"
+		} else {
+			m.Subject = fmt.Sprintf("%d senders: deliveries waiting over an hour for the shop", total)
+		}
+		line("hookonce on %s: hookonce answered these deliveries for the shop (ack: durable), and the shop has not taken them for over an hour:", host)
+		for _, e := range es {
+			if e.ev.Detail != "" {
+				line("- %s: %s", e.ev.Sender, e.ev.Detail)
+			} else {
+				line("- %s", e.ev.Sender)
+			}
+		}
+		if more > 0 {
+			line("- and %d more senders", more)
+		}
+		line("hookonce keeps trying; the providers will not send them again. Fix what the shop answers (the tries show its status), and the next try delivers them.")
+		for _, e := range es {
+			cmd("List "+e.ev.Sender+"'s", "hookonce list --sender "+arg(e.ev.Sender)+" --status pending")
+		}
 	case Test:
 		m.Subject = "test message"
 		line("hookonce on %s: a test message (hookonce notify test). If you read this, the channel works.", host)

@@ -1,7 +1,8 @@
 // Package notify tells the shop's owner, on Telegram, by email or through
 // a signed webhook, what they must act on: an event no retry came for, an
 // event held after an ambiguous outcome, refused deliveries of a sender,
-// the store failing, a sender no longer ready, a config reload refused.
+// the store failing, a sender no longer ready, a config reload refused, a
+// durable delivery given up or waiting too long for the site.
 //
 // Nothing here ever waits on the delivery path: Notify takes an event
 // under a short lock and returns; a background loop (Run) gathers what
@@ -54,6 +55,14 @@ const (
 	// ReloadFailed: a config reload was refused; the previous rules stay
 	// (Reason: the problems; Detail: the file).
 	ReloadFailed Kind = "reload_failed"
+	// GivenUp: hookonce answered a delivery itself (ack: durable) and
+	// stopped trying to deliver it to the site (retry_for ran out, or the
+	// site refused it); the sender will not send it again.
+	GivenUp Kind = "given_up"
+	// BacklogOld: the oldest delivery hookonce owes the site for a sender
+	// (ack: durable) has waited over an hour (Detail: how many, since
+	// when); Key is empty.
+	BacklogOld Kind = "backlog_old"
 	// Test: hookonce notify test.
 	Test Kind = "test"
 )

@@ -224,6 +224,46 @@ func TestUnretriedAndHeldNameTheCommands(t *testing.T) {
 	}
 }
 
+// A durable delivery given up is told once however often it is reported,
+// with the commands to look at it and to send it; a sender's old backlog
+// names the command that lists its owed deliveries.
+func TestGivenUpAndBacklogOldNameTheCommands(t *testing.T) {
+	rc := newReceiver(t, "")
+	n := run(t, notify.Options{Channels: []notify.Channel{webhookChannel(t, rc.URL)}})
+	for range 3 {
+		n.Notify(notify.Event{Kind: notify.GivenUp, Sender: "cdek", Key: "order 17", Detail: "The sender was answered for it; the shop's last answer was 503."})
+	}
+	n.Notify(notify.Event{Kind: notify.BacklogOld, Sender: "bitrix24", Detail: "4 deliveries are waiting for the shop; the oldest since 2026-12-03 14:02 UTC."})
+	reqs := rc.wait(t, 2)
+	time.Sleep(200 * time.Millisecond)
+	if got := len(rc.requests()); got != 2 {
+		t.Fatalf("%d messages, want one given_up and one backlog_old", got)
+	}
+	byKind := map[string]data{}
+	for _, r := range reqs {
+		d := verified(t, r)
+		byKind[d.Kind] = d
+	}
+	g, b := byKind["given_up"], byKind["backlog_old"]
+	if g.Count != 1 || len(g.Events) != 1 {
+		t.Errorf("given_up counts %d events (%d listed), want 1", g.Count, len(g.Events))
+	}
+	for _, want := range []string{"Sender: cdek", "Key: order 17", "last answer was 503", "will not send it again",
+		"hookonce lookup cdek 'order 17'", "hookonce redeliver cdek 'order 17'"} {
+		if !strings.Contains(g.Text, want) {
+			t.Errorf("given_up message lacks %q:\n%s", want, g.Text)
+		}
+	}
+	for _, want := range []string{"bitrix24: 4 deliveries are waiting", "hookonce list --sender bitrix24 --status pending"} {
+		if !strings.Contains(b.Text, want) {
+			t.Errorf("backlog_old message lacks %q:\n%s", want, b.Text)
+		}
+	}
+	if len(b.Commands) != 1 || b.Commands[0] != "hookonce list --sender bitrix24 --status pending" {
+		t.Errorf("backlog_old commands %q", b.Commands)
+	}
+}
+
 // Telegram gets the Bot API's sendMessage: POST /bot<token>/sendMessage
 // with chat_id and text as JSON.
 func TestTelegramSendMessage(t *testing.T) {

@@ -191,7 +191,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 	for _, want := range []string{"HookonceDown", "HookonceUnretriedEvents", "HookonceStoreErrors", "HookonceConflicts",
 		"HookonceNotSuccess", "HookonceSiteFailures", "HookonceOverloaded",
 		"HookonceRefused", "HookonceUnmatchedRefused", "HookonceUnmatchedForwarded", "HookonceStoreFailing",
-		"HookonceConfigReloadFailed"} {
+		"HookonceConfigReloadFailed", "HookonceDeliveriesWaiting"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("%s has no alert %s", alertsFile, want)
 		}
@@ -437,6 +437,7 @@ func TestDashboardPanels(t *testing.T) {
 		`outcome=~"duplicate`, `outcome=~"conflict`, `outcome=~"not_success"`, `outcome=~"released"`,
 		"hookonce_unretried_events", "hookonce_upstream_duration_seconds_bucket", "hookonce_store_duration_seconds_bucket",
 		"hookonce_build_info", `rejected_signature|missing_key|too_large|bad_request`, "hookonce_unmatched_total",
+		"hookonce_pending_deliveries", "hookonce_oldest_pending_seconds",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no panel queries %s", want)

@@ -6,6 +6,8 @@ package view
 
 import (
 	"encoding/base64"
+	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,6 +34,20 @@ type RecordJSON struct {
 	RequestKept bool `json:"request_kept"`
 	// Unretried is set by callers that know the sender's retry window.
 	Unretried bool `json:"unretried,omitempty"`
+	// Pending: the durable delivery still owed to the site (ack:
+	// durable); absent when none is owed.
+	Pending *PendingJSON `json:"pending,omitempty"`
+}
+
+// PendingJSON is a durable delivery still owed to the site.
+type PendingJSON struct {
+	Since  time.Time `json:"since"`   // when the sender was answered
+	NextAt time.Time `json:"next_at"` // when the next try is due
+	Until  time.Time `json:"until"`   // when hookonce gives it up
+	Tries  int       `json:"tries"`   // tries that ended with a retry
+	// Held: a try holds it now (a deliverer's lease, until HeldUntil).
+	Held      bool       `json:"held"`
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 // AttemptJSON is one delivery attempt's public form.
@@ -113,6 +129,13 @@ func Record(r dedupe.Record) RecordJSON {
 		t := r.LeaseUntil.UTC()
 		out.LeaseUntil = &t
 	}
+	if p := r.Pending; p != nil {
+		out.Pending = &PendingJSON{Since: p.Since.UTC(), NextAt: p.NextAt.UTC(), Until: p.Until.UTC(), Tries: p.Tries}
+		if PendingHeld(p, time.Now()) {
+			t := p.LeaseUntil.UTC()
+			out.Pending.Held, out.Pending.HeldUntil = true, &t
+		}
+	}
 	if r.Response != nil {
 		resp := &ResponseJSON{
 			Status:     r.Response.Status,
@@ -130,6 +153,54 @@ func Record(r dedupe.Record) RecordJSON {
 		out.Response = resp
 	}
 	return out
+}
+
+// PendingHeld says whether a try holds the owed delivery p at now (its
+// deliverer's lease has not ended).
+func PendingHeld(p *dedupe.Pending, now time.Time) bool {
+	return p != nil && p.Owner != "" && now.Before(p.LeaseUntil)
+}
+
+// OwedState is a record's state as tables show it: "done, owed to the
+// site" while a durable delivery is owed, else the state.
+func OwedState(r dedupe.Record) string {
+	if r.Pending != nil {
+		return string(r.State) + ", owed to the site"
+	}
+	return string(r.State)
+}
+
+// PendingText says in a line where the owed delivery p stands at now: the
+// tries so far, whether one holds it now or when the next is due, and
+// when hookonce gives it up.
+func PendingText(p *dedupe.Pending, now time.Time) string {
+	var parts []string
+	switch p.Tries {
+	case 0:
+	case 1:
+		parts = append(parts, "1 try failed")
+	default:
+		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
+	}
+	switch {
+	case PendingHeld(p, now):
+		parts = append(parts, "a try holds it now")
+	case !p.NextAt.After(now):
+		parts = append(parts, "next try due now")
+	default:
+		parts = append(parts, fmt.Sprintf("next try %s (in %s)", p.NextAt.UTC().Format(time.RFC3339), roundDur(p.NextAt.Sub(now))))
+	}
+	parts = append(parts, "given up at "+p.Until.UTC().Format(time.RFC3339))
+	return strings.Join(parts, "; ")
+}
+
+// roundDur rounds d to what a reader needs: seconds under an hour,
+// minutes above.
+func roundDur(d time.Duration) time.Duration {
+	if d < time.Hour {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
 }
 
 // Conflict renders c in its public form.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +27,7 @@ func listCommand() *cli.Command {
 		Flags: []cli.Flag{storeFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "sender", EnvVars: []string{"HOOKONCE_SENDER"}, Usage: "only this sender"},
 			keyPartFlag(),
-			&cli.StringFlag{Name: "status", EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, or unretried (released or unknown past the sender's retry window)"},
+			&cli.StringFlag{Name: "status", Aliases: []string{"state"}, EnvVars: []string{"HOOKONCE_STATUS"}, Usage: "only this state: processing, done, unknown, released, unretried (released or unknown past the sender's retry window), or pending (a durable delivery still owed to the site)"},
 			&cli.StringFlag{Name: "config", EnvVars: []string{"HOOKONCE_CONFIG"}, Usage: "with --status unretried: the senders' retry windows (default: ./hookonce.yaml, else /etc/hookonce/hookonce.yaml; without one: " + contract.DefaultUnretriedAfter.String() + " for all)"},
 			&cli.IntFlag{Name: "limit", EnvVars: []string{"HOOKONCE_LIMIT"}, Value: 50, Usage: "at most this many"},
 			&cli.StringFlag{Name: "value", EnvVars: []string{"HOOKONCE_VALUE"}, Usage: "only records whose delivery had this value in any field of its query or body (the shop's order number, an email), found by the records' field fingerprints; scans the newest " + fmt.Sprint(valueScan) + " records"},
@@ -36,7 +37,8 @@ func listCommand() *cli.Command {
 			if c.String("field") != "" && c.String("value") == "" {
 				return cli.Exit("--field names where --value is looked for: give --value too", exitUsage)
 			}
-			state, unretried, err := dedupe.ParseState(c.String("status"))
+			status, err := dedupe.ParseStatus(c.String("status"))
+			state, unretried := status.State, status.Unretried
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("--status %q: %v", c.String("status"), err), exitUsage)
 			}
@@ -74,13 +76,13 @@ func listCommand() *cli.Command {
 						}
 					}
 				} else if v := c.String("value"); v != "" {
-					if recs, err = findByValue(ctx, s, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state},
+					if recs, err = findByValue(ctx, s, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Pending: status.Pending},
 						c.String("field"), v, c.Int("limit")); err != nil {
 						return err
 					}
 				} else {
 					var err error
-					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Limit: c.Int("limit")})
+					recs, err = s.List(ctx, dedupe.ListFilter{Sender: c.String("sender"), KeyPart: c.String("key"), State: state, Pending: status.Pending, Limit: c.Int("limit")})
 					if err != nil {
 						return cli.Exit(err.Error(), exitRuntime)
 					}
@@ -109,8 +111,10 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 		} else if a := r.LastAttempt(); a.Status != 0 {
 			status = fmt.Sprintf("(%d)", a.Status)
 		}
-		state := string(r.State)
-		if r.LeaseExpired(now) {
+		state := view.OwedState(r)
+		if p := r.Pending; p != nil {
+			state += " (" + owedShort(p, now) + ")"
+		} else if r.LeaseExpired(now) {
 			state += " (lease expired)"
 		} else if r.State == dedupe.StateProcessing && !r.LeaseUntil.IsZero() {
 			state += " (lease " + admin.Age(r.LeaseUntil, now) + ")"
@@ -118,6 +122,28 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.Sender, r.Key, state, status, admin.Age(now, r.ReceivedAt), r.Hits, r.Takeovers, len(r.Attempts))
 	}
 	tw.Flush()
+}
+
+// owedShort is an owed delivery in a table cell: its failed tries and
+// whether a try holds it now, or when the next is due.
+func owedShort(p *dedupe.Pending, now time.Time) string {
+	var parts []string
+	switch p.Tries {
+	case 0:
+	case 1:
+		parts = append(parts, "1 try failed")
+	default:
+		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
+	}
+	switch {
+	case view.PendingHeld(p, now):
+		parts = append(parts, "trying now")
+	case !p.NextAt.After(now):
+		parts = append(parts, "next try due now")
+	default:
+		parts = append(parts, "next try in "+admin.Age(p.NextAt, now))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // valueScan bounds the records list --value reads (newest first).

@@ -52,7 +52,11 @@ func printRecord(w io.Writer, r dedupe.Record) {
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
 	row("sender", j.Sender)
 	row("key", j.Key)
-	row("state", j.State)
+	row("state", view.OwedState(r))
+	if r.Pending != nil {
+		row("owed_since", j.Pending.Since.Format(time.RFC3339)+" (the sender was answered then)")
+		row("owed", view.PendingText(r.Pending, time.Now()))
+	}
 	row("payload_sha256", j.PayloadSHA256)
 	row("received_at", j.ReceivedAt.Format(time.RFC3339))
 	if j.CompletedAt != nil {
@@ -75,7 +79,11 @@ func printRecord(w io.Writer, r dedupe.Record) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  AT\tBY\tOUTCOME\tSTATUS\tDURATION\tWAITED\tREPLICA")
 		for _, a := range j.Attempts {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%dms\t%s\n", a.At.Format(time.RFC3339), a.By, a.Outcome, a.Status, a.DurationMS, a.WaitMS, a.Replica)
+			by := a.By
+			if by == dedupe.AttemptByDurable {
+				by += " (durable try)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%dms\t%s\n", a.At.Format(time.RFC3339), by, a.Outcome, a.Status, a.DurationMS, a.WaitMS, a.Replica)
 		}
 		tw.Flush()
 	}
@@ -84,6 +92,9 @@ func printRecord(w io.Writer, r dedupe.Record) {
 		return
 	}
 	fmt.Fprintf(w, "response: %d", j.Response.Status)
+	if r.Pending != nil {
+		fmt.Fprint(w, " (hookonce's answer to the sender; the site has not taken the delivery yet)")
+	}
 	if j.Response.Truncated {
 		fmt.Fprint(w, " (body truncated when stored)")
 	}

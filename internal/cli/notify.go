@@ -110,6 +110,10 @@ func (m *Main) proxyNotice(p proxy.Notice) {
 		e.Kind = notify.Held
 	case proxy.NoticeUnretried:
 		e.Kind = notify.Unretried
+	case proxy.NoticeGivenUp:
+		e.Kind = notify.GivenUp
+	case proxy.NoticeBacklogOld:
+		e.Kind = notify.BacklogOld
 	default:
 		return
 	}

@@ -370,3 +370,58 @@ func TestNoticeReadinessAndStore(t *testing.T) {
 		t.Fatalf("store_failing notices: %q", k["store_failing"])
 	}
 }
+
+// serve with an ack: durable sender whose site keeps answering 503: the
+// sender is answered by hookonce, the site is tried twice (the backoff
+// 100ms, 1m would put the third try past retry_for, 1m), the delivery is
+// given up, and the operator gets one given_up notice naming the commands
+// to look at it and to send it again.
+func TestServeNotifiesGivenUp(t *testing.T) {
+	t.Setenv("NOTIFY_TEST_WHSEC", notifyWhsec)
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	hook := newHookReceiver(t, "")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "hookonce.yaml")
+	writeFile(t, cfgFile, fmt.Sprintf(`senders:
+  - name: cdek
+    match: { path: /cdek }
+    key: [ { body: id } ]
+    ack: durable
+    ack_answer: { status: 200, body: "OK" }
+    retry_for: 1m
+notify:
+  webhook: { url: %q, secret_env: NOTIFY_TEST_WHSEC }
+  digest_wait: 100ms
+  interval: 1h
+`, hook.URL))
+	cfg := DefaultConfig()
+	cfg.ConfigPath, cfg.Upstream, cfg.Store = cfgFile, site.URL, "sqlite:"+filepath.Join(dir, "h.db")
+	cfg.Listen, cfg.AdminListen, cfg.DurableBackoff = "127.0.0.1:0", "127.0.0.1:0", "100ms,1m"
+	m := NewMain(cfg, "test", &proxytest.SyncBuffer{})
+	m.notifyBackoff = 50 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	got := proxytest.Post(t, "http://"+m.Addr().String()+"/cdek", `{"id":"order-17"}`)
+	if got.Status != 200 || string(got.Body) != "OK" {
+		t.Fatalf("the durable sender got %d %q, want hookonce's 200 OK", got.Status, got.Body)
+	}
+	waitFor(t, "the given_up notice", func() bool { return len(hook.texts(t)["given_up"]) > 0 })
+	time.Sleep(300 * time.Millisecond) // nothing more comes
+	if n := site.Executions("order-17"); n != 2 {
+		t.Fatalf("the site was tried %d times, want 2 (100ms apart; the next 1m later is past retry_for)", n)
+	}
+	k := hook.texts(t)
+	if len(k["given_up"]) != 1 || len(k) != 1 {
+		t.Fatalf("notices %v, want one given_up", k)
+	}
+	for _, want := range []string{"Sender: cdek", "Key: order-17", "503", "hookonce lookup cdek order-17", "hookonce redeliver cdek order-17"} {
+		if !strings.Contains(k["given_up"][0], want) {
+			t.Errorf("given_up notice lacks %q:\n%s", want, k["given_up"][0])
+		}
+	}
+}
