@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -290,11 +291,15 @@ func TestDurableGivesUp(t *testing.T) {
 	var nmu sync.Mutex
 	px := proxytest.StartWith(t, store, site.URL, strings.Replace(durableConfig, "ack: durable", "ack: durable\n    retry_for: 1m", 1), func(o *proxy.Options) {
 		fastRetries(o)
-		o.DurableBackoff = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, time.Minute}
+		o.DurableBackoff = []time.Duration{100 * time.Millisecond, time.Second, time.Minute}
 		o.Notice = func(n proxy.Notice) { nmu.Lock(); notices = append(notices, n); nmu.Unlock() }
 	})
 	if got := proxytest.Post(t, px.URL+"/hooks/cdek", `{"id":"late"}`); got.Status != 200 {
 		t.Fatalf("answer: %d", got.Status)
+	}
+	// While it is owed, an operator's redelivery would run beside a try.
+	if _, err := px.Proxy.Redeliver(context.Background(), "cdek", "late", true); !errors.Is(err, proxy.ErrOwed) {
+		t.Fatalf("redeliver while owed: %v, want ErrOwed", err)
 	}
 	// Tries 1–3 fail; the next would come after retry_for: given up.
 	waitUntil(t, 5*time.Second, "given up", func() bool {
@@ -309,6 +314,11 @@ func TestDurableGivesUp(t *testing.T) {
 		t.Fatalf("notices = %+v", notices)
 	}
 	nmu.Unlock()
+	// Unretried at once: no sender's retry will come.
+	un, err := px.Proxy.Unretried(context.Background(), "cdek", time.Now())
+	if err != nil || len(un) != 1 || un[0].Key != "late" {
+		t.Fatalf("unretried = %v, %v", un, err)
+	}
 	fail.Store(false)
 	res, err := px.Proxy.Redeliver(context.Background(), "cdek", "late", false)
 	if err != nil || res.Status != 200 {

@@ -40,6 +40,11 @@ func (p *Proxy) Redeliver(ctx context.Context, sender, key string, force bool) (
 	if rec.Request == nil || rec.RequestBody == nil {
 		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, ErrNotKept)
 	}
+	if rec.Pending != nil {
+		// A try of hookonce's own may be at the site now: a second
+		// delivery beside it could run the handler twice.
+		return Redelivery{}, fmt.Errorf("redeliver %s/%s: %w", sender, key, ErrOwed)
+	}
 	switch rec.State {
 	case dedupe.StateDone:
 		if !force {

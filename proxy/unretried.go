@@ -51,8 +51,15 @@ func IsUnretried(r dedupe.Record, after time.Duration, now time.Time) bool {
 	if r.State != dedupe.StateReleased && r.State != dedupe.StateUnknown {
 		return false
 	}
+	if givenUp(r) {
+		return true // no sender's retry will come: it was answered by hookonce
+	}
 	return now.Sub(lastTry(r)) > after
 }
+
+// givenUp reports whether r is a durable delivery hookonce gave up:
+// released (or held) by a try of its own.
+func givenUp(r dedupe.Record) bool { return r.LastAttempt().By == dedupe.AttemptByDurable }
 
 func lastTry(r dedupe.Record) time.Time {
 	if a := r.LastAttempt(); !a.At.IsZero() {
@@ -97,7 +104,9 @@ func (p *Proxy) scanUnretried(ctx context.Context, seen map[[2]string]time.Time)
 			p.log.Warn("event never completed and its sender stopped retrying: redeliver it or release it",
 				"sender", r.Sender, "key", r.Key, "state", r.State, "attempts", len(r.Attempts),
 				"last_attempt", lastTry(r).UTC().Format(time.RFC3339), "last_outcome", last.Outcome, "last_status", last.Status)
-			p.noticeUnretried(r)
+			if !givenUp(r) { // told when it was given up (NoticeGivenUp)
+				p.noticeUnretried(r)
+			}
 		}
 	}
 	for k := range seen {
@@ -117,4 +126,5 @@ var (
 	ErrDone       = errors.New("the event is done; redelivering it would run the handler again (use force)")
 	ErrInProgress = errors.New("a delivery of this event is at the site")
 	ErrNoSender   = errors.New("no such sender in the current config")
+	ErrOwed       = errors.New("hookonce still owes this delivery to the site (ack: durable) and tries it until the site takes it; wait for its next try (hookonce lookup), or release it first")
 )

@@ -420,7 +420,7 @@ func (m *Main) startAdmin(reg *prometheus.Registry) (*admin.Server, error) {
 		},
 		Redeliver: func(ctx context.Context, sender, key string, force bool) (admin.Redelivery, error) {
 			res, err := p.Redeliver(ctx, sender, key, force)
-			for _, refusal := range []error{proxy.ErrNotKept, proxy.ErrDone, proxy.ErrInProgress, proxy.ErrNoSender} {
+			for _, refusal := range []error{proxy.ErrNotKept, proxy.ErrDone, proxy.ErrInProgress, proxy.ErrNoSender, proxy.ErrOwed} {
 				if errors.Is(err, refusal) {
 					return admin.Redelivery{}, fmt.Errorf("%w: %w", admin.ErrRefused, err)
 				}
