@@ -175,12 +175,8 @@ func OwedState(r dedupe.Record) string {
 // when hookonce gives it up.
 func PendingText(p *dedupe.Pending, now time.Time) string {
 	var parts []string
-	switch p.Tries {
-	case 0:
-	case 1:
-		parts = append(parts, "1 try failed")
-	default:
-		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
+	if f := FailedTries(p); f != "" {
+		parts = append(parts, f)
 	}
 	switch {
 	case PendingHeld(p, now):
@@ -236,4 +232,16 @@ func ShortHash(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// FailedTries says how many tries of the owed delivery p failed: "" for
+// none, "1 try failed", "3 tries failed".
+func FailedTries(p *dedupe.Pending) string {
+	switch p.Tries {
+	case 0:
+		return ""
+	case 1:
+		return "1 try failed"
+	}
+	return fmt.Sprintf("%d tries failed", p.Tries)
 }

@@ -128,12 +128,8 @@ func printRecordTable(w io.Writer, recs []dedupe.Record, now time.Time) {
 // whether a try holds it now, or when the next is due.
 func owedShort(p *dedupe.Pending, now time.Time) string {
 	var parts []string
-	switch p.Tries {
-	case 0:
-	case 1:
-		parts = append(parts, "1 try failed")
-	default:
-		parts = append(parts, fmt.Sprintf("%d tries failed", p.Tries))
+	if f := view.FailedTries(p); f != "" {
+		parts = append(parts, f)
 	}
 	switch {
 	case view.PendingHeld(p, now):
