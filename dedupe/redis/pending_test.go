@@ -255,7 +255,7 @@ func TestPurgeBeforeKeepsPending(t *testing.T) {
 // a take is given back, as an unconfirmed claim is.
 func TestWaitReplicasPending(t *testing.T) {
 	primary, link := redistest.StartPrimaryWithReplica(t)
-	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=300ms")
+	s := mustOpen(t, primary.URL()+"?wait_replicas=1&wait_replicas_timeout=1500ms") // a loaded machine confirms well within it; a stalled link never
 	sender := fmt.Sprintf("waitpending-%d", time.Now().UnixNano())
 	ctx := ctxT(t, 30*time.Second)
 	mustClaim(t, s, claimReq(sender, "k", "h", "A", time.Minute), dedupe.Claimed)
