@@ -98,8 +98,11 @@ var allocStores = []struct {
 // claim): +1.0 KB and about 35 allocations a new event (SQLite 20.5 →
 // 21.5 KB, PostgreSQL 17.1 → 17.9 KB, this test's 5-field JSON body),
 // nothing on a replay (the store makes it only when it writes the claim);
-// each budget rose by 1 KiB.
-var newEventBudget = map[string]int64{"SQLite": 22 << 10, "PostgreSQL": 19 << 10}
+// each budget rose by 1 KiB. Issue 45 (durable deliveries) added six
+// pending columns that SQLite's claim reads with the record it returns:
+// +0.6 KB a new event on SQLite (21.5 → 22.6 KB); its budget rose by
+// 1 KiB. PostgreSQL's claim statements read none of them.
+var newEventBudget = map[string]int64{"SQLite": 23 << 10, "PostgreSQL": 19 << 10}
 
 const duplicateBudget = 1536
 
