@@ -44,8 +44,9 @@ var DefaultDurableBackoff = []time.Duration{
 }
 
 // durableTriesPerSender bounds the tries of one sender at the site from
-// one process at once.
-const durableTriesPerSender = 4
+// one process at once (each holds its body and the site's answer): a
+// delivery deferred while as many run is left to RunDurable, due at once.
+const durableTriesPerSender = 16
 
 // durable is the proxy's state for durable deliveries.
 type durable struct {
@@ -166,11 +167,22 @@ func (d *delivery) forwardDurable() {
 	p, s := d.p, d.s
 	status, header, body := s.Acknowledgement(d.req)
 	ack := dedupe.Response{Status: status, Header: header, Body: body}
+	// The first try starts here, holding the lease Defer gives it, when
+	// the sender has room for one; else the delivery is due at once for
+	// RunDurable.
+	now := p.durable.start(s.Name)
+	lease := s.Lease
+	if !now {
+		lease = 0
+	}
 	asked := time.Now()
 	err := p.storeCall(d.r, s, "defer", func(ctx context.Context) error {
-		return p.durable.store.Defer(ctx, s.Name, d.key, d.owner, dedupe.DeferRequest{Ack: ack, RetryFor: s.RetryFor, Lease: s.Lease})
+		return p.durable.store.Defer(ctx, s.Name, d.key, d.owner, dedupe.DeferRequest{Ack: ack, RetryFor: s.RetryFor, Lease: lease})
 	})
 	if err != nil {
+		if now {
+			p.durable.end(s.Name)
+		}
 		// Nothing the sender was told about is owed: free the claim
 		// (fenced, so a Defer applied after all keeps it, and its lease
 		// hands it to a try later) and ask for a retry.
@@ -180,14 +192,17 @@ func (d *delivery) forwardDurable() {
 		return
 	}
 	p.durable.added(s.Name)
+	if !now {
+		p.durable.wake()
+		d.done(OutcomeAccepted, status, "retry_for", s.RetryFor.String(), "first_try", "queued")
+		writeResponse(d.w, &ack)
+		return
+	}
 	r := d.r.Clone(context.WithoutCancel(d.r.Context()))
 	t := &delivery{p: p, c: d.c, s: s, w: &recorder{header: http.Header{}}, r: r, start: time.Now(),
 		log: d.log.With("by", dedupe.AttemptByDurable), by: dedupe.AttemptByDurable, body: d.body, key: d.key,
 		hash: d.hash, owner: d.owner, claimSent: asked, req: d.req, object: d.object, objectErr: d.objectErr,
 		pending: &pendingTry{until: asked.Add(s.RetryFor), first: true}}
-	p.durable.mu.Lock()
-	p.durable.running[s.Name]++
-	p.durable.mu.Unlock()
 	res := make(chan tryResult, 1)
 	go func() {
 		defer p.durable.end(s.Name)

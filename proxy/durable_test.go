@@ -355,3 +355,37 @@ func TestDurableBacklogFull(t *testing.T) {
 	})
 	waitUntil(t, 5*time.Second, "b2 delivered", func() bool { return site.Executions("b2") == 1 })
 }
+
+// TestDurableTriesBounded: a burst answered at once does not become as
+// many requests at a slow site: tries of one sender run at most 16 at a
+// time, the rest queued in the store, and each event still runs once.
+func TestDurableTriesBounded(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond)
+		io.WriteString(w, "ok")
+	})
+	px := proxytest.StartWith(t, store, site.URL, durableConfig, fastRetries)
+	const events = 60
+	var wg sync.WaitGroup
+	for i := 0; i < events; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := proxytest.Post(t, px.URL+"/hooks/cdek", fmt.Sprintf(`{"id":"burst%d"}`, i)); got.Status != 200 {
+				t.Errorf("burst%d: %d", i, got.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, 15*time.Second, "every event run", func() bool { return site.Total() >= events })
+	time.Sleep(300 * time.Millisecond)
+	if p := site.Peak(); p > 16 {
+		t.Fatalf("site peak concurrency %d, want at most 16", p)
+	}
+	for i := 0; i < events; i++ {
+		if n := site.Executions(fmt.Sprintf("burst%d", i)); n != 1 {
+			t.Fatalf("burst%d ran %d times", i, n)
+		}
+	}
+}
