@@ -45,6 +45,7 @@ type dpath struct {
 	external  func(rate float64, d time.Duration) sample
 	op        op                   // the open loop's request (this process sends it)
 	hookonce  func() time.Duration // the serve process's CPU (nil: none)
+	proc      *serveProc           // the serve process (-serveprofile)
 	servers   func() time.Duration // the other servers' CPU (nginx, postgres, the bare proxy)
 	before    func() error         // before each measurement (PostgreSQL: CHECKPOINT)
 	// siteRuns says how many executions of the site a request should
@@ -323,9 +324,9 @@ func runDeploy(o options) error {
 			return err
 		}
 		closed = append(closed,
-			dpath{name: dPass, url: pgServe.URL + passPath, mode: "unique", hookonce: pgServe.CPU, siteRuns: 1},
-			dpath{name: dDup, url: pgServe.URL + hookPath, mode: "dup", hookonce: pgServe.CPU, servers: pgCPU, siteRuns: 0},
-			dpath{name: dNewPG, url: pgServe.URL + hookPath, mode: "unique", hookonce: pgServe.CPU, servers: pgCPU, before: ckpt, siteRuns: 1})
+			dpath{name: dPass, url: pgServe.URL + passPath, mode: "unique", hookonce: pgServe.CPU, proc: pgServe, siteRuns: 1},
+			dpath{name: dDup, url: pgServe.URL + hookPath, mode: "dup", hookonce: pgServe.CPU, proc: pgServe, servers: pgCPU, siteRuns: 0},
+			dpath{name: dNewPG, url: pgServe.URL + hookPath, mode: "unique", hookonce: pgServe.CPU, proc: pgServe, servers: pgCPU, before: ckpt, siteRuns: 1})
 		open = append(open, dpath{name: dOpenNewPG, op: newEvents(p, pgServe.URL+hookPath, "onew-"),
 			hookonce: pgServe.CPU, servers: pgCPU, before: ckpt, siteRuns: 1})
 		r.notes = append(r.notes, fmt.Sprintf("PostgreSQL: %s; settings (docs/stores.md, Settings for production, scaled to this machine): %s; the serve process's pool_max_conns=%d",
@@ -398,9 +399,9 @@ func runDeploy(o options) error {
 		return err
 	}
 	closed = append(closed,
-		dpath{name: dNewSQ, url: sqFull.URL + hookPath, mode: "unique", hookonce: sqFull.CPU, siteRuns: 1},
-		dpath{name: dNewSQNormal, url: sqNormal.URL + hookPath, mode: "unique", hookonce: sqNormal.CPU, siteRuns: 1},
-		dpath{name: dNewSQDurable, url: sqDurable.URL + hookPath, mode: "unique", hookonce: sqDurable.CPU, siteRuns: 1})
+		dpath{name: dNewSQ, url: sqFull.URL + hookPath, mode: "unique", hookonce: sqFull.CPU, proc: sqFull, siteRuns: 1},
+		dpath{name: dNewSQNormal, url: sqNormal.URL + hookPath, mode: "unique", hookonce: sqNormal.CPU, proc: sqNormal, siteRuns: 1},
+		dpath{name: dNewSQDurable, url: sqDurable.URL + hookPath, mode: "unique", hookonce: sqDurable.CPU, proc: sqDurable, siteRuns: 1})
 	open = append(open,
 		dpath{name: dOpenNewSQ, op: newEvents(p, sqFull.URL+hookPath, "osq-"), hookonce: sqFull.CPU, siteRuns: 1},
 		dpath{name: dOpenNewSQDurable, op: newEvents(p, sqDurable.URL+hookPath, "odur-"), hookonce: sqDurable.CPU, siteRuns: 1})
@@ -411,6 +412,12 @@ func runDeploy(o options) error {
 	if o.only != nil {
 		closed, open = keepD(closed, o.only), keepD(open, o.only)
 	}
+	if o.serveProf != "" {
+		if err := os.MkdirAll(o.serveProf, 0o755); err != nil {
+			return err
+		}
+	}
+	profiled := map[string]bool{}
 	measure := func(pt dpath, rate float64, d time.Duration) dsample {
 		var out dsample
 		if pt.before != nil {
@@ -439,8 +446,20 @@ func runDeploy(o options) error {
 			out.sample = openLoop(rate, d, pt.op, meters{})
 			out.loadCPU = selfCPU() - c0
 		default:
+			var profDone chan error
+			if o.serveProf != "" && pt.proc != nil && !profiled[pt.name] {
+				profiled[pt.name] = true
+				profDone = make(chan error, 1)
+				file := filepath.Join(o.serveProf, profFile(pt.name))
+				go func() { profDone <- pt.proc.cpuProfile(d, file) }()
+			}
 			out.sample = runWrk(wrkBin, script, pt.url, o.wrkThreads, o.conns, d, "r"+strconv.FormatInt(seq.Add(1), 10), pt.mode)
 			out.loadCPU = out.SelfCPU
+			if profDone != nil {
+				if err := <-profDone; err != nil {
+					fmt.Fprintf(os.Stderr, "-serveprofile %s: %v\n", pt.name, err)
+				}
+			}
 		}
 		out.hookonceCPU, out.siteCPU, out.serversCPU = read(pt.hookonce)-h0, site.CPU()-s0, read(pt.servers)-v0
 		r1, errR1 := settledRuns(site.URL)
@@ -672,4 +691,16 @@ func (r deployReport) goals() string {
 		return ""
 	}
 	return "Goals (issue 47), judged on this run:\n\n| Goal | Measured | |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n\n"
+}
+
+// profFile names a path's CPU profile: its name with everything but
+// letters and digits made a dash.
+func profFile(name string) string {
+	b := []byte(strings.ToLower(name))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(regexp.MustCompile(`-+`).ReplaceAllString(string(b), "-"), "-") + ".pprof"
 }
