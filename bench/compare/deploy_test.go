@@ -49,7 +49,7 @@ func TestDeployModeSmoke(t *testing.T) {
 		cells := strings.Split(strings.Trim(l, "| "), " | ")
 		rows[cells[0]] = append(rows[cells[0]], cells...)
 	}
-	for _, name := range []string{dName, dBare, dNginx, dPass, dDup, dNewPG, dNewSQ, dNewSQNormal, dNewSQDurable,
+	for _, name := range []string{dName, dBare, dNginx, dPass, dDup, dNewPG, dNewSQ, dNewSQNormal, dNewSQDurable, dOpenMixSQ, dOpenMixNotify,
 		"floor: hookonce's new-event statements, pgbench -M prepared -c 32 -j 2",
 		"floor: hookonce's new-event statements, pgbench -M prepared -R 200"} {
 		cells, ok := rows[name]
@@ -65,7 +65,8 @@ func TestDeployModeSmoke(t *testing.T) {
 		}
 	}
 	for _, goal := range []string{"duplicates ≥ 1.15× nginx", "new events, PostgreSQL ≥ 1.1× the composite floor",
-		"CPU per new event (PostgreSQL) ≤ 1.8×", "added p99 at 200 new events/s"} {
+		"CPU per new event (PostgreSQL) ≤ 1.8×", "added p99 at 200 new events/s",
+		"issue 46: with every notify channel down"} {
 		found := false
 		for name, cells := range rows {
 			if strings.Contains(name, goal) {

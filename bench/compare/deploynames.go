@@ -20,4 +20,7 @@ const (
 	dNewSQDurable     = "hookonce serve: new events, SQLite, ack: durable"
 	dOpenNewSQ        = "hookonce serve: new events, SQLite (synchronous=FULL)"
 	dOpenNewSQDurable = "hookonce serve: new events, SQLite, ack: durable"
+	// Issue 46: a notify channel down, beside none (notifydown.go).
+	dOpenMixSQ     = "hookonce serve: new events, 1 in 10 refused, SQLite, no notify"
+	dOpenMixNotify = "hookonce serve: new events, 1 in 10 refused, SQLite, notify channels down"
 )

@@ -54,6 +54,7 @@ type options struct {
 	memprof    string         // write an allocation profile at the end here
 	mode       string         // "inprocess" (default) or "deploy"
 	wrkThreads int            // deploy mode: wrk's -t
+	serveProf  string         // deploy mode: write the serve processes' CPU profiles (first round) here
 }
 
 func parseFlags(args []string, errOut io.Writer) (options, error) {
@@ -71,6 +72,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.StringVar(&o.mode, "mode", "inprocess", "inprocess: hookonce's handler inside this Go load process; deploy: the built binary in its own process under wrk (defaults then -duration 4s -rounds 4)")
 	fs.IntVar(&o.wrkThreads, "wrk-threads", 2, "deploy mode: wrk threads (-t)")
+	fs.StringVar(&o.serveProf, "serveprofile", "", "deploy mode: write a CPU profile of the serve process during the first round of each hookonce path to this folder (from its admin listener's /debug/pprof)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -4,9 +4,12 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -34,10 +37,45 @@ func buildHookonce(dir string) (string, error) {
 // serveProc is a `hookonce serve` process: hookonce measured apart from
 // the load generator and the site, which stay in this process.
 type serveProc struct {
-	URL  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
+	URL   string
+	admin string // the admin listener's base URL
+	cmd   *exec.Cmd
+	done  chan struct{}
+	log   string
+}
+
+// profToken is the admin token every serve process of this run is started
+// with (HOOKONCE_ADMIN_TOKEN), so that -serveprofile can read its CPU
+// profile from /debug/pprof/profile; it never leaves this machine's
+// loopback.
+var profToken = "compare-profile-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+
+// cpuProfile writes a CPU profile of the serve process over d to file
+// (the admin listener's /debug/pprof/profile, behind the token).
+func (s *serveProc) cpuProfile(d time.Duration, file string) error {
+	secs := max(int((d+time.Second/2)/time.Second), 1)
+	req, err := http.NewRequest(http.MethodGet, s.admin+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+profToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // serveLogLevel is serve's default --log-level (internal/cli), given
@@ -73,12 +111,13 @@ func startServeWith(bin, dir, upstream, store, contractYAML string) (*serveProc,
 	defer logf.Close()
 	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--listen", addr, "--admin-listen", admin,
 		"--config", cfg, "--store", store, "--log-level", serveLogLevel)
+	cmd.Env = append(os.Environ(), "HOOKONCE_ADMIN_TOKEN="+profToken)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &serveProc{URL: "http://" + addr, cmd: cmd, done: make(chan struct{}), log: logPath}
+	s := &serveProc{URL: "http://" + addr, admin: "http://" + admin, cmd: cmd, done: make(chan struct{}), log: logPath}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	if err := waitReady("http://" + admin + "/readyz"); err != nil {
 		s.stop()

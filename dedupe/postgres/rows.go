@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,12 +50,93 @@ type requestHeadJSON struct {
 }
 
 func encodeAttempt(a dedupe.Attempt) (string, error) {
-	s, err := jsonParam(attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
-		DurationNS: int64(a.Duration), Replica: a.Replica, WaitNS: int64(a.Wait)})
-	if err != nil {
+	v := attemptJSON{At: a.At.UTC(), By: a.By, Outcome: a.Outcome, Status: a.Status,
+		DurationNS: int64(a.Duration), Replica: a.Replica, WaitNS: int64(a.Wait)}
+	if y := v.At.Year(); y < 0 || y > 9999 {
+		// encoding/json's own error for a time it cannot write.
+		_, err := json.Marshal(v)
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
-	return s, nil
+	return string(appendAttemptJSON(make([]byte, 0, 160), v)), nil
+}
+
+// appendAttemptJSON appends v as encoding/json writes it (the same bytes:
+// TestAttemptJSONAsEncodingJSON), without its reflection: every completed
+// delivery writes one. v.At's year is within 0–9999.
+func appendAttemptJSON(b []byte, v attemptJSON) []byte {
+	b = append(b, `{"at":"`...)
+	b = v.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","by":`...)
+	b = appendJSONString(b, v.By)
+	b = append(b, `,"outcome":`...)
+	b = appendJSONString(b, v.Outcome)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(v.Status), 10)
+	b = append(b, `,"duration_ns":`...)
+	b = strconv.AppendInt(b, v.DurationNS, 10)
+	b = append(b, `,"replica":`...)
+	b = appendJSONString(b, v.Replica)
+	if v.WaitNS != 0 {
+		b = append(b, `,"wait_ns":`...)
+		b = strconv.AppendInt(b, v.WaitNS, 10)
+	}
+	return append(b, '}')
+}
+
+// encodeHeader is h as encoding/json writes an http.Header (names sorted,
+// each a list of values; a nil list null), as a string parameter (see
+// jsonParam): every stored answer writes one.
+func encodeHeader(h http.Header) string {
+	var names [32]string
+	ks := names[:0]
+	n := 2
+	for k, vs := range h {
+		ks = append(ks, k)
+		n += len(k) + 6
+		for _, v := range vs {
+			n += len(v) + 3
+		}
+	}
+	slices.Sort(ks)
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, k := range ks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		vs := h[k]
+		if vs == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '[')
+		for j, v := range vs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return string(append(b, '}'))
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: a string
+// of printable ASCII that needs no escape as it is, any other through
+// encoding/json itself (its escapes of <, >, &, control characters,
+// U+2028/U+2029 and invalid UTF-8 are kept exactly).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // JSON parameters (the jsonb columns) are passed as a Go string, or as

@@ -66,11 +66,7 @@ func appendAttempt(p string) string {
 func (s *Store) Complete(ctx context.Context, sender, key, owner string, resp dedupe.Response, att dedupe.Attempt) error {
 	var headers any // SQL NULL, or the JSON text (see jsonParam)
 	if len(resp.Header) > 0 {
-		h, err := jsonParam(resp.Header)
-		if err != nil {
-			return fmt.Errorf("postgres complete %s/%s: encode headers: %w", sender, key, err)
-		}
-		headers = h
+		headers = encodeHeader(resp.Header)
 	}
 	a, err := encodeAttempt(att)
 	if err != nil {

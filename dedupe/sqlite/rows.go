@@ -27,24 +27,30 @@ const recordCols = `sender, key, state, payload_hash, owner, lease_until, receiv
 type scanner interface{ Scan(dest ...any) error }
 
 func scanRecord(row scanner) (dedupe.Record, error) {
-	var (
+	// The destinations in one struct: Scan takes them as interfaces, so
+	// each would otherwise be an allocation of its own.
+	var d struct {
 		rec                                         dedupe.Record
 		state                                       string
 		lease, received, completed, expires, status int64
 		headers, body, reqBody, attempts, head, fp  []byte
 		truncated                                   bool
-		p                                           dedupe.Pending
+		pTries                                      int
+		pOwner                                      string
 		pSince, pNext, pUntil, pLease               int64
-	)
-	err := row.Scan(&rec.Sender, &rec.Key, &state, &rec.PayloadHash, &rec.Owner, &lease, &received, &completed,
-		&expires, &rec.Hits, &rec.Takeovers, &status, &headers, &body, &truncated, &reqBody, &attempts, &head, &fp,
-		&pSince, &pNext, &pUntil, &p.Tries, &p.Owner, &pLease)
+	}
+	err := row.Scan(&d.rec.Sender, &d.rec.Key, &d.state, &d.rec.PayloadHash, &d.rec.Owner, &d.lease, &d.received, &d.completed,
+		&d.expires, &d.rec.Hits, &d.rec.Takeovers, &d.status, &d.headers, &d.body, &d.truncated, &d.reqBody, &d.attempts, &d.head, &d.fp,
+		&d.pSince, &d.pNext, &d.pUntil, &d.pTries, &d.pOwner, &d.pLease)
+	rec := d.rec
 	if err != nil {
 		return rec, err
 	}
-	if pSince != 0 {
-		p.Since, p.NextAt, p.Until, p.LeaseUntil = fromMS(pSince), fromMS(pNext), fromMS(pUntil), fromMS(pLease)
-		rec.Pending = &p
+	state, lease, received, completed, expires, status := d.state, d.lease, d.received, d.completed, d.expires, d.status
+	headers, body, reqBody, attempts, head, fp, truncated := d.headers, d.body, d.reqBody, d.attempts, d.head, d.fp, d.truncated
+	if d.pSince != 0 {
+		rec.Pending = &dedupe.Pending{Tries: d.pTries, Owner: d.pOwner,
+			Since: fromMS(d.pSince), NextAt: fromMS(d.pNext), Until: fromMS(d.pUntil), LeaseUntil: fromMS(d.pLease)}
 	}
 	rec.State = dedupe.State(state)
 	rec.LeaseUntil, rec.ReceivedAt, rec.CompletedAt, rec.ExpiresAt = fromMS(lease), fromMS(received), fromMS(completed), fromMS(expires)
