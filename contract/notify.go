@@ -223,6 +223,11 @@ func compileNotify(f *notifyFile, top *yaml.Node, e *Error, src secretSource) *N
 		return time.Duration(*d)
 	}
 	n.DigestWait = dur("digest_wait", f.DigestWait, 0)
+	if f.DigestWait != nil && n.DigestWait == 0 {
+		// 0s: send at once. notify's zero means its default (20s), so
+		// the shortest wait it honours stands for none.
+		n.DigestWait = time.Millisecond
+	}
 	n.Interval = dur("interval", f.Interval, time.Second)
 	if r := f.Refusals; r != nil {
 		if r.Count != nil {

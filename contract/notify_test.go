@@ -3,6 +3,7 @@ package contract_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookonce/hookonce/contract"
 )
@@ -57,5 +58,17 @@ notify:
 	}
 	if _, err := contract.ParseEnv([]byte("notify:\n  telegramm: {}\n"), "h.yaml", env); err == nil || !strings.Contains(err.Error(), "telegram") {
 		t.Fatalf("a misspelt channel: %v", err)
+	}
+}
+
+// digest_wait: 0s means send at once, not notify's default wait.
+func TestNotifyDigestWaitZero(t *testing.T) {
+	env := envOf(map[string]string{"TG": "123:AAsecret-token"})
+	c, err := contract.ParseEnv([]byte("notify:\n  telegram: { token_env: TG, chat_id: 1 }\n  digest_wait: 0s\n"), "h.yaml", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Notify.DigestWait; w <= 0 || w > time.Millisecond {
+		t.Fatalf("digest_wait 0s = %v, want the shortest wait (send at once)", w)
 	}
 }
