@@ -61,11 +61,14 @@ type durable struct {
 	settles map[string]int64     // sender → owed deliveries this process ended (delivered, given up, held), ever
 	running map[string]int       // sender → this process's tries at the site
 	toldOld map[string]time.Time // sender → when NoticeBacklogOld was last given
+	// toldOrphan: sender → when its owed deliveries were last said to
+	// have no sender in the config (orphanedOwed).
+	toldOrphan map[string]time.Time
 }
 
 func newDurable(store dedupe.Store, backoff []time.Duration, poll time.Duration) *durable {
 	d := &durable{backoff: backoff, poll: poll, kick: make(chan struct{}, 1),
-		owed: map[string]int64{}, adds: map[string]int64{}, settles: map[string]int64{}, running: map[string]int{}, toldOld: map[string]time.Time{}}
+		owed: map[string]int64{}, adds: map[string]int64{}, settles: map[string]int64{}, running: map[string]int{}, toldOld: map[string]time.Time{}, toldOrphan: map[string]time.Time{}}
 	d.store, _ = store.(dedupe.Deferrer)
 	if len(d.backoff) == 0 {
 		d.backoff = DefaultDurableBackoff
@@ -496,9 +499,26 @@ func (p *Proxy) countPending(ctx context.Context) {
 		}
 	}
 	for name, n := range owed {
-		if !seen[name] {
+		if !seen[name] && n > 0 {
 			p.m.pending.WithLabelValues(name).Set(float64(n))
 			p.m.oldestPending.WithLabelValues(name).Set(oldest[name])
+			p.orphanedOwed(name, n)
 		}
 	}
+}
+
+// orphanedOwed says, once an hour per sender, that a sender no longer in
+// the config still has owed deliveries: nothing tries them (its rules are
+// gone), nothing gives them up.
+func (p *Proxy) orphanedOwed(sender string, n int64) {
+	p.durable.mu.Lock()
+	last, told := p.durable.toldOrphan[sender]
+	if told && time.Since(last) < time.Hour {
+		p.durable.mu.Unlock()
+		return
+	}
+	p.durable.toldOrphan[sender] = time.Now()
+	p.durable.mu.Unlock()
+	p.log.Warn("deliveries owed to the site by a sender no longer in the config: nothing delivers them; put the sender back, or list and release them",
+		"sender", sender, "owed", n, "list", "hookonce list --status pending --sender "+sender)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/internal/testkit/providersign"
 	"github.com/hookonce/hookonce/proxy"
@@ -387,5 +388,30 @@ func TestDurableTriesBounded(t *testing.T) {
 		if n := site.Executions(fmt.Sprintf("burst%d", i)); n != 1 {
 			t.Fatalf("burst%d ran %d times", i, n)
 		}
+	}
+}
+
+// TestDurableSenderRemoved: a sender taken out of the config while
+// deliveries are owed is said so in the log (nothing tries them now).
+func TestDurableSenderRemoved(t *testing.T) {
+	store := newStore(t)
+	site := proxytest.NewStoppableSite(t, nil)
+	px := proxytest.StartWith(t, store, site.URL, durableConfig, fastRetries)
+	site.Stop()
+	if got := proxytest.Post(t, px.URL+"/hooks/cdek", `{"id":"orphan"}`); got.Status != 200 {
+		t.Fatalf("answer: %d", got.Status)
+	}
+	c, err := contract.Parse([]byte("senders:\n  - name: other\n    match: { path: /other }\n    key: [ { body: id } ]\n    ack: durable\n"), "reload.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Proxy.SetContract(c)
+	waitUntil(t, 5*time.Second, "the orphaned deliveries logged", func() bool {
+		return strings.Contains(px.Logs.String(), "no longer in the config")
+	})
+	site.Start()
+	time.Sleep(500 * time.Millisecond)
+	if n := site.Total(); n != 0 {
+		t.Fatalf("a removed sender's delivery ran %d times", n)
 	}
 }
