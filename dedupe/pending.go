@@ -57,8 +57,9 @@ const (
 	// event an operator redelivers; Pending is cleared.
 	SettleGiveUp
 	// SettleHold: the try's outcome is ambiguous and the sender holds such
-	// events (ambiguous: hold). The record becomes unknown; Pending is
-	// cleared.
+	// events (ambiguous: hold). The record becomes unknown (its Response
+	// dropped, as Hold leaves a claim; request and attempts kept);
+	// Pending is cleared.
 	SettleHold
 )
 

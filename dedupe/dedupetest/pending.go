@@ -315,8 +315,8 @@ func testPendingHold(t *testing.T, s dedupe.Store, d dedupe.Deferrer, sender str
 	o := mustDefer(t, s, d, sender, "evt", time.Minute)
 	mustSettle(t, d, sender, "evt", o, dedupe.PendingSettle{Outcome: dedupe.SettleHold, Attempt: att("ambiguous")})
 	rec := mustGet(t, s, sender, "evt")
-	if rec.State != dedupe.StateUnknown || rec.Pending != nil {
-		t.Fatalf("held: state %s pending %+v", rec.State, rec.Pending)
+	if rec.State != dedupe.StateUnknown || rec.Pending != nil || rec.Response != nil || rec.Request == nil {
+		t.Fatalf("held: state %s pending %+v response %v request %v", rec.State, rec.Pending, rec.Response, rec.Request)
 	}
 	mustClaim(t, s, keptReq(sender, "evt", "h-evt", owner()), dedupe.Held)
 }

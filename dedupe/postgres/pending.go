@@ -66,8 +66,11 @@ var (
 	settleGiveUpSQL = `UPDATE hookonce_records SET state = 'released', completed_at = NULL,
 	resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
 	attempts = ` + appendAttempt("$4") + `, ` + clearPending + pendingWhere
-	// Unknown as Hold makes it; the answer the sender got stays to be seen.
-	settleHoldSQL = `UPDATE hookonce_records SET state = 'unknown', attempts = ` + appendAttempt("$4") + `, ` + clearPending + pendingWhere
+	// Unknown as Hold makes it: no stored answer (a held record answers
+	// 409 until an operator decides), request and attempts kept.
+	settleHoldSQL = `UPDATE hookonce_records SET state = 'unknown', completed_at = NULL,
+	resp_status = NULL, resp_headers = NULL, resp_body = NULL, resp_truncated = false,
+	attempts = ` + appendAttempt("$4") + `, ` + clearPending + pendingWhere
 )
 
 // takeDueSQL leases up to $4 due, unheld deliveries of sender $1 to owner
