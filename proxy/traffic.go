@@ -165,7 +165,7 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 		if d.req != nil {
 			shape = d.req.Shape().String()
 		}
-	case OutcomeProcessed, OutcomeDuplicate, OutcomeRejectedSignature, OutcomeConflict:
+	case OutcomeProcessed, OutcomeAccepted, OutcomeDuplicate, OutcomeRejectedSignature, OutcomeConflict:
 		// Where good deliveries, bad signatures and changed payloads come
 		// from: the report tells a stranger from a wrong secret, and a
 		// tampering from the provider's own resend, by it.

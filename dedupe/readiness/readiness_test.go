@@ -371,3 +371,14 @@ func senderReport(t *testing.T, rep readiness.Report, name string) readiness.Sen
 	t.Fatalf("no sender %s", name)
 	return readiness.SenderReport{}
 }
+
+// A durable sender's deliveries are answered by hookonce (outcome
+// accepted): they count as its good deliveries, so going live with ack:
+// durable does not turn it "not enough traffic".
+func TestAcceptedCountsAsDelivered(t *testing.T) {
+	s := store(t, count("durable", "accepted", 200, 20), count("durable", "duplicate", 200, 2))
+	rep := build(t, s, readiness.Sender{Name: "durable", Path: "/p", Mode: "enforce", Signed: true, Keys: []string{"body:id"}})
+	if r := rep.Senders[0]; r.Verdict != readiness.GoLive {
+		t.Fatalf("durable sender: %s: %s", r.Verdict, r.Reason)
+	}
+}

@@ -409,7 +409,7 @@ func (a *tally) add(c dedupe.TrafficTotal) {
 	would := strings.HasPrefix(c.Outcome, "would_")
 	st := strconv.Itoa(c.Status)
 	switch strings.TrimPrefix(c.Outcome, "would_") {
-	case "processed", "takeover":
+	case "processed", "takeover", "accepted": // accepted: answered by hookonce (ack: durable), owed to the site
 		if from != "" {
 			a.good[from] += c.N
 		}
