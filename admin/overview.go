@@ -62,7 +62,8 @@ func category(outcome string) string {
 	case "rejected_signature", "missing_key", "too_large", "bad_request":
 		return "refused"
 	}
-	return "other" // in_progress, ambiguous, takeover, store_error, passthrough, ping, unmatched, overloaded, shadow's would_*
+	return "other" // in_progress, ambiguous, takeover, store_error, passthrough, ping, unmatched, overloaded, shadow's would_*,
+	// and ack: durable's accepted and backlog_full (what is owed is shown apart: the pending gauges)
 }
 
 // OverviewWindows are the windows ?window= takes; the first is the default.
