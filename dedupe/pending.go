@@ -46,7 +46,8 @@ type PendingOutcome int
 const (
 	// SettleDelivered: the site did it. Pending is cleared; the record
 	// stays done (its Response replaced by PendingSettle.Response when
-	// that is set: the site's own answer).
+	// that is set: the site's own answer, when that is what the sender
+	// got).
 	SettleDelivered PendingOutcome = iota + 1
 	// SettleRetry: try again later. The lease is given up, NextAt is the
 	// store's now + RetryIn, Tries grows by one.

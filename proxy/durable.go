@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookonce/hookonce/contract"
@@ -136,9 +137,28 @@ func (u *durable) end(sender string) {
 type pendingTry struct {
 	tries int       // tries that failed before this one
 	until time.Time // when hookonce stops trying (by this process's clock)
-	first bool      // started by the sender's own request
+	// sender is who answers the sender, for a first try its request
+	// waits on (ack_after); nil otherwise (the sender was acknowledged).
+	// The try and the waiting request race for it once: whoever moves it
+	// from senderWaits decides whether the sender gets the site's answer
+	// (senderSite, stored as the record's answer) or the acknowledgement
+	// (senderAcked). Exact repeats then get what the sender got.
+	sender *atomic.Int32
 	// result is set once the try's outcome is stored.
 	result tryResult
+}
+
+// Who answers a sender waiting on its delivery's first try.
+const (
+	senderWaits int32 = iota + 1
+	senderSite
+	senderAcked
+)
+
+// siteAnswers reports whether the sender gets the site's own answer:
+// it still waits for it (and is told so now).
+func (pt *pendingTry) siteAnswers() bool {
+	return pt.sender != nil && pt.sender.CompareAndSwap(senderWaits, senderSite)
 }
 
 // tryResult is how a try ended, for the sender's request waiting on its
@@ -205,7 +225,11 @@ func (d *delivery) forwardDurable() {
 	t := &delivery{p: p, c: d.c, s: s, w: &recorder{header: http.Header{}}, r: r, start: time.Now(),
 		log: d.log.With("by", dedupe.AttemptByDurable), by: dedupe.AttemptByDurable, body: d.body, key: d.key,
 		hash: d.hash, owner: d.owner, claimSent: asked, req: d.req, object: d.object, objectErr: d.objectErr,
-		pending: &pendingTry{until: asked.Add(s.RetryFor), first: true}}
+		pending: &pendingTry{until: asked.Add(s.RetryFor)}}
+	if s.AckAfter > 0 {
+		t.pending.sender = &atomic.Int32{}
+		t.pending.sender.Store(senderWaits)
+	}
 	res := make(chan tryResult, 1)
 	go func() {
 		defer p.durable.end(s.Name)
@@ -215,18 +239,24 @@ func (d *delivery) forwardDurable() {
 	if s.AckAfter > 0 {
 		timer := time.NewTimer(s.AckAfter)
 		defer timer.Stop()
+		var tr tryResult
 		select {
-		case tr := <-res:
-			if tr.answer != nil {
-				// The site answered in time: the sender gets its answer,
-				// as without ack: durable.
-				d.siteStatus, d.siteTime = t.siteStatus, t.siteTime
-				d.done(tr.outcome, tr.answer.Status, "ack", "site")
-				writeResponse(d.w, tr.answer)
-				return
-			}
+		case tr = <-res:
 		case <-timer.C:
 		case <-d.r.Context().Done():
+		}
+		if tr.outcome == "" && !t.pending.sender.CompareAndSwap(senderWaits, senderAcked) {
+			// The try took the sender a moment ago: its answer is being
+			// stored as the record's; the sender gets it.
+			tr = <-res
+		}
+		if tr.answer != nil {
+			// The site answered in time: the sender gets its answer, as
+			// without ack: durable.
+			d.siteStatus, d.siteTime = t.siteStatus, t.siteTime
+			d.done(tr.outcome, tr.answer.Status, "ack", "site")
+			writeResponse(d.w, tr.answer)
+			return
 		}
 	}
 	d.done(OutcomeAccepted, status, "retry_for", s.RetryFor.String())
@@ -261,10 +291,15 @@ func (d *delivery) settlePending(dec forwardDecision, how ending, c *capture, at
 	var attrs []any
 	switch dec.store {
 	case storeComplete:
-		resp := storable(d.s, c)
-		st.Outcome, st.Response = dedupe.SettleDelivered, &resp
+		st.Outcome = dedupe.SettleDelivered
 		attrs = []any{"durable", "delivered"}
-		pt.result.answer = &resp
+		if pt.siteAnswers() {
+			// The sender gets the site's answer: it is the record's
+			// answer from now on, for the sender's repeats. Otherwise
+			// they keep getting the acknowledgement the sender got.
+			resp := storable(d.s, c)
+			st.Response, pt.result.answer = &resp, &resp
+		}
 	case storeHold:
 		st.Outcome = dedupe.SettleHold
 		attrs = []any{"durable", "held"}
@@ -275,8 +310,10 @@ func (d *delivery) settlePending(dec forwardDecision, how ending, c *capture, at
 		case refused:
 			st.Outcome = dedupe.SettleGiveUp
 			attrs = []any{"durable", "given_up", "given_up_because", "the site refused the delivery: it is not tried again; redeliver it once the site takes it"}
-			resp := storable(d.s, c)
-			pt.result.answer = &resp
+			if pt.siteAnswers() {
+				resp := storable(d.s, c)
+				pt.result.answer = &resp
+			}
 		case time.Now().Add(next).After(pt.until):
 			st.Outcome = dedupe.SettleGiveUp
 			attrs = []any{"durable", "given_up", "given_up_because", "retry_for ran out", "tries", pt.tries + 1}

@@ -141,9 +141,13 @@ func TestDurableAckAfter(t *testing.T) {
 	if n := site.Executions("slow"); n != 1 {
 		t.Fatalf("handler ran %d times", n)
 	}
-	// The site's own answer is stored once it came: later repeats get it.
-	if got := proxytest.Post(t, px.URL+"/hooks/cdek", `{"id":"slow"}`); string(got.Body) != "done" {
-		t.Fatalf("repeat after delivery = %q, want the site's answer", got.Body)
+	// Exact repeats get what the sender got, the acknowledgement, also
+	// once the site has taken the event (its answer is in the attempt).
+	if got := proxytest.Post(t, px.URL+"/hooks/cdek", `{"id":"slow"}`); string(got.Body) != "received slow" || !got.Replayed() {
+		t.Fatalf("repeat after delivery = %q, want the acknowledgement the sender got", got.Body)
+	}
+	if rec, err := get(t, store, "cdek", "slow"); err != nil || rec.LastAttempt().Status != 200 || rec.LastAttempt().By != dedupe.AttemptByDurable {
+		t.Fatalf("the site's answer in the attempt: %+v %v", rec.LastAttempt(), err)
 	}
 }
 
