@@ -106,6 +106,18 @@ func (u *durable) added(sender string) {
 	u.mu.Unlock()
 }
 
+// hourly reports whether sender was last told (by told, a map of u's)
+// an hour ago or never, and if so marks it told now.
+func (u *durable) hourly(told map[string]time.Time, sender string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if last, ok := told[sender]; ok && time.Since(last) < time.Hour {
+		return false
+	}
+	told[sender] = time.Now()
+	return true
+}
+
 // ended counts an owed delivery of sender this process ended.
 func (u *durable) ended(sender string) {
 	u.mu.Lock()
@@ -548,14 +560,9 @@ func (p *Proxy) countPending(ctx context.Context) {
 // the config still has owed deliveries: nothing tries them (its rules are
 // gone), nothing gives them up.
 func (p *Proxy) orphanedOwed(sender string, n int64) {
-	p.durable.mu.Lock()
-	last, told := p.durable.toldOrphan[sender]
-	if told && time.Since(last) < time.Hour {
-		p.durable.mu.Unlock()
+	if !p.durable.hourly(p.durable.toldOrphan, sender) {
 		return
 	}
-	p.durable.toldOrphan[sender] = time.Now()
-	p.durable.mu.Unlock()
 	p.log.Warn("deliveries owed to the site by a sender no longer in the config: nothing delivers them; put the sender back, or list and release them",
 		"sender", sender, "owed", n, "list", "hookonce list --status pending --sender "+sender)
 }

@@ -105,14 +105,9 @@ func (p *Proxy) noticeBacklogOld(sender string, n int64, oldest time.Time) {
 	if p.onNotice == nil {
 		return
 	}
-	p.durable.mu.Lock()
-	last, told := p.durable.toldOld[sender]
-	if told && time.Since(last) < time.Hour {
-		p.durable.mu.Unlock()
+	if !p.durable.hourly(p.durable.toldOld, sender) {
 		return
 	}
-	p.durable.toldOld[sender] = time.Now()
-	p.durable.mu.Unlock()
 	p.onNotice(Notice{What: NoticeBacklogOld, Sender: sender,
 		Detail: fmt.Sprintf("%d deliveries are waiting for the shop; the oldest since %s.", n, oldest.UTC().Format("2006-01-02 15:04 UTC"))})
 }
