@@ -36,6 +36,14 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 	if len(es) > 0 {
 		first = es[0].ev
 	}
+	// event names the one event of a message: sender, key, what is known.
+	event := func() {
+		line("Sender: %s", first.Sender)
+		line("Key: %s", first.Key)
+		if first.Detail != "" {
+			line("%s", first.Detail)
+		}
+	}
 	list := func(f func(e *entry) string) {
 		for _, e := range es {
 			line("- %s", f(e))
@@ -49,11 +57,7 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		if single {
 			m.Subject = fmt.Sprintf("%s stopped retrying %s", first.Sender, first.Key)
 			line("hookonce on %s: an event never completed, and its sender stopped retrying it.", host)
-			line("Sender: %s", first.Sender)
-			line("Key: %s", first.Key)
-			if first.Detail != "" {
-				line("%s", first.Detail)
-			}
+			event()
 			line("The shop never finished it, and the provider will not send it again by itself.")
 			cmd("Look at it", "hookonce lookup "+arg(first.Sender)+" "+arg(first.Key))
 			cmd("Send it to the shop again", "hookonce redeliver "+arg(first.Sender)+" "+arg(first.Key))
@@ -70,11 +74,7 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		if single {
 			m.Subject = fmt.Sprintf("%s %s held: did the shop run it?", first.Sender, first.Key)
 			line("hookonce on %s: a delivery was cut off at the shop and is held: the shop may or may not have run it.", host)
-			line("Sender: %s", first.Sender)
-			line("Key: %s", first.Key)
-			if first.Detail != "" {
-				line("%s", first.Detail)
-			}
+			event()
 		} else {
 			m.Subject = fmt.Sprintf("%d deliveries held: did the shop run them?", total)
 			line("hookonce on %s: %d deliveries were cut off at the shop and are held: the shop may or may not have run them:", host, total)
@@ -165,19 +165,12 @@ func compose(k Kind, host string, es []*entry, more int, now time.Time) Message 
 		if single {
 			m.Subject = fmt.Sprintf("%s %s given up: the shop never took it", first.Sender, first.Key)
 			line("hookonce on %s: hookonce answered this delivery for the shop (ack: durable) and has stopped trying to deliver it: the shop never took it.", host)
-			line("Sender: %s", first.Sender)
-			line("Key: %s", first.Key)
-			if first.Detail != "" {
-				line("%s", first.Detail)
-			}
+			event()
+			line("The provider was told it was received and will not send it again: unless you send it, the shop never gets it.")
 		} else {
 			m.Subject = fmt.Sprintf("%d deliveries given up: the shop never took them", total)
 			line("hookonce on %s: hookonce answered these deliveries for the shop (ack: durable) and has stopped trying to deliver them: the shop never took them:", host)
 			list(eventLine)
-		}
-		if single {
-			line("The provider was told it was received and will not send it again: unless you send it, the shop never gets it.")
-		} else {
 			line("The providers were told they were received and will not send them again: unless you send them, the shop never gets them.")
 		}
 		cmd("Look at it (the shop's answers)", "hookonce lookup "+arg(first.Sender)+" "+arg(first.Key))
