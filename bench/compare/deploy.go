@@ -437,7 +437,7 @@ func runDeploy(o options) error {
 		wrkVersion(wrkBin), o.wrkThreads, o.conns))
 
 	if o.only != nil {
-		closed, open = keepD(closed, o.only), keepD(open, o.only)
+		closed, open = keep(closed, o.only), keep(open, o.only)
 	}
 	if o.serveProf != "" {
 		if err := os.MkdirAll(o.serveProf, 0o755); err != nil {
@@ -523,13 +523,13 @@ func runDeploy(o options) error {
 	}
 	closedRes, openRes := map[string][]dsample{}, map[string][]dsample{}
 	for round := range o.rounds {
-		for _, pt := range abbaD(closed, round) {
+		for _, pt := range abba(closed, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d wrk: %s\n", round+1, o.rounds, pt.name)
 			closedRes[pt.name] = append(closedRes[pt.name], measure(pt, 0, o.duration))
 		}
 	}
 	for round := range o.rounds {
-		for _, pt := range abbaD(open, round) {
+		for _, pt := range abba(open, round) {
 			fmt.Fprintf(os.Stderr, "round %d/%d open loop %.0f/s: %s\n", round+1, o.rounds, o.rate, pt.name)
 			openRes[pt.name] = append(openRes[pt.name], measure(pt, o.rate, o.openDur))
 		}
@@ -554,25 +554,7 @@ func runDeploy(o options) error {
 	return os.WriteFile(filepath.Join(o.out, "deploy.md"), []byte(md), 0o644)
 }
 
-func keepD(ps []dpath, re *regexp.Regexp) []dpath {
-	var out []dpath
-	for _, p := range ps {
-		if re.MatchString(p.name) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func abbaD(ps []dpath, round int) []dpath {
-	out := append([]dpath(nil), ps...)
-	if round%2 == 1 {
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
-		}
-	}
-	return out
-}
+func (p dpath) pathName() string { return p.name }
 
 // dsummary is the median over rounds of one deployment-mode path.
 type dsummary struct {

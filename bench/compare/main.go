@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -416,11 +417,14 @@ func run(o options) error {
 	return os.WriteFile(filepath.Join(o.out, "chart.svg"), []byte(rep.svg()), 0o644)
 }
 
-// keep returns the paths whose name re matches.
-func keep(ps []path, re *regexp.Regexp) []path {
-	var out []path
+func (p path) pathName() string { return p.name }
+
+// keep returns the paths whose name re matches (this mode's and the
+// deployment mode's alike).
+func keep[P interface{ pathName() string }](ps []P, re *regexp.Regexp) []P {
+	var out []P
 	for _, p := range ps {
-		if re.MatchString(p.name) {
+		if re.MatchString(p.pathName()) {
 			out = append(out, p)
 		}
 	}
@@ -429,12 +433,10 @@ func keep(ps []path, re *regexp.Regexp) []path {
 
 // abba returns the paths in round's order: forward in even rounds,
 // reversed in odd ones.
-func abba(ps []path, round int) []path {
-	out := append([]path(nil), ps...)
+func abba[P any](ps []P, round int) []P {
+	out := slices.Clone(ps)
 	if round%2 == 1 {
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
-		}
+		slices.Reverse(out)
 	}
 	return out
 }
