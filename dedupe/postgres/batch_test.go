@@ -354,11 +354,37 @@ func BenchmarkClaim32(b *testing.B) {
 // Concurrent completions share commits as claims do, each fenced by its
 // own owner.
 func TestConcurrentCompletesShareCommits(t *testing.T) {
+	fencedWritesShareCommits(t, "done", func(s *postgres.Store, key, owner string, i int) error {
+		return s.Complete(ctxFor(t, 30*time.Second), "s", key, owner,
+			dedupe.Response{Status: 200 + i, Body: []byte("ok")}, testAttempt("completed"))
+	}, func(i int, rec dedupe.Record, err error) string {
+		if i == stranger {
+			if !errors.Is(err, dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing {
+				return fmt.Sprintf("complete by a stranger: %v, state %s", err, rec.State)
+			}
+		} else if err != nil || rec.State != dedupe.StateDone || rec.Response == nil || rec.Response.Status != 200+i {
+			return fmt.Sprintf("complete %d: %v, state %s, response %+v", i, err, rec.State, rec.Response)
+		}
+		return ""
+	})
+}
+
+// stranger is the write of fencedWritesShareCommits sent with an owner
+// token that holds nothing.
+const stranger = 7
+
+// fencedWritesShareCommits claims 64 keys, then sends write (a fenced
+// write of a claim: Complete, Defer) for all of them at once, the
+// stranger's with a wrong owner: they must go in at most 16 batches, and
+// check judges each record after (its problem, or "").
+func fencedWritesShareCommits(t *testing.T, prefix string, write func(s *postgres.Store, key, owner string, i int) error,
+	check func(i int, rec dedupe.Record, err error) string) {
+	t.Helper()
 	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
 	const n = 64
 	reqs := make([]dedupe.ClaimRequest, n)
 	for i := range reqs {
-		reqs[i] = claimReq(fmt.Sprintf("done%d", i), "h")
+		reqs[i] = claimReq(fmt.Sprintf("%s%d", prefix, i), "h")
 	}
 	if _, errs := claimAll(s, reqs); errors.Join(errs...) != nil {
 		t.Fatal(errors.Join(errs...))
@@ -373,31 +399,27 @@ func TestConcurrentCompletesShareCommits(t *testing.T) {
 			defer wg.Done()
 			<-start
 			owner := r.Owner
-			if i == 7 {
+			if i == stranger {
 				owner = "not-the-owner"
 			}
-			errs[i] = s.Complete(ctxFor(t, 30*time.Second), "s", r.Key, owner,
-				dedupe.Response{Status: 200 + i, Body: []byte("ok")}, testAttempt("completed"))
+			errs[i] = write(s, r.Key, owner, i)
 		}()
 	}
 	close(start)
 	wg.Wait()
 	b1, _ := postgres.ClaimBatches(s)
-	t.Logf("%d completions in %d batches", n, b1-b0)
+	t.Logf("%d writes in %d batches", n, b1-b0)
 	if b1-b0 > n/4 {
-		t.Errorf("%d completions took %d batches, want at most %d", n, b1-b0, n/4)
+		t.Errorf("%d writes took %d batches, want at most %d", n, b1-b0, n/4)
 	}
 	for i, r := range reqs {
 		rec, err := s.Get(ctxFor(t, 5*time.Second), "s", r.Key)
-		switch {
-		case err != nil:
+		if err != nil {
 			t.Errorf("get %s: %v", r.Key, err)
-		case i == 7:
-			if !errors.Is(errs[i], dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing {
-				t.Errorf("complete by a stranger: %v, state %s", errs[i], rec.State)
-			}
-		case errs[i] != nil || rec.State != dedupe.StateDone || rec.Response == nil || rec.Response.Status != 200+i:
-			t.Errorf("complete %s: %v, state %s, response %+v", r.Key, errs[i], rec.State, rec.Response)
+			continue
+		}
+		if problem := check(i, rec, errs[i]); problem != "" {
+			t.Error(problem)
 		}
 	}
 }

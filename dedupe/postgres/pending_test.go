@@ -188,51 +188,18 @@ func TestCompleteStaysHOT(t *testing.T) {
 // Concurrent Defers share commits as completions do (Defer is on the
 // request path), each fenced by its own owner.
 func TestConcurrentDefersShareCommits(t *testing.T) {
-	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
-	const n = 64
-	reqs := make([]dedupe.ClaimRequest, n)
-	for i := range reqs {
-		reqs[i] = claimReq(fmt.Sprintf("defer%d", i), "h")
-	}
-	if _, errs := claimAll(s, reqs); errors.Join(errs...) != nil {
-		t.Fatal(errors.Join(errs...))
-	}
-	b0, _ := postgres.ClaimBatches(s)
-	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			owner := r.Owner
-			if i == 7 {
-				owner = "not-the-owner"
+	fencedWritesShareCommits(t, "defer", func(s *postgres.Store, key, owner string, _ int) error {
+		return s.Defer(ctxFor(t, 30*time.Second), "s", key, owner, ack())
+	}, func(i int, rec dedupe.Record, err error) string {
+		if i == stranger {
+			if !errors.Is(err, dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing || rec.Pending != nil {
+				return fmt.Sprintf("defer by a stranger: %v, state %s, pending %+v", err, rec.State, rec.Pending)
 			}
-			errs[i] = s.Defer(ctxFor(t, 30*time.Second), "s", r.Key, owner, ack())
-		}()
-	}
-	close(start)
-	wg.Wait()
-	b1, _ := postgres.ClaimBatches(s)
-	t.Logf("%d defers in %d batches", n, b1-b0)
-	if b1-b0 > n/4 {
-		t.Errorf("%d defers took %d batches, want at most %d", n, b1-b0, n/4)
-	}
-	for i, r := range reqs {
-		rec, err := s.Get(ctxFor(t, 5*time.Second), "s", r.Key)
-		switch {
-		case err != nil:
-			t.Errorf("get %s: %v", r.Key, err)
-		case i == 7:
-			if !errors.Is(errs[i], dedupe.ErrNotOwner) || rec.State != dedupe.StateProcessing || rec.Pending != nil {
-				t.Errorf("defer by a stranger: %v, state %s, pending %+v", errs[i], rec.State, rec.Pending)
-			}
-		case errs[i] != nil || rec.State != dedupe.StateDone || rec.Pending == nil || string(rec.Response.Body) != "OK77":
-			t.Errorf("defer %s: %v, state %s, pending %+v", r.Key, errs[i], rec.State, rec.Pending)
+		} else if err != nil || rec.State != dedupe.StateDone || rec.Pending == nil || string(rec.Response.Body) != "OK77" {
+			return fmt.Sprintf("defer %d: %v, state %s, pending %+v", i, err, rec.State, rec.Pending)
 		}
-	}
+		return ""
+	})
 }
 
 // BenchmarkNewEvent32 is a new event's store cost from 32 goroutines on a
