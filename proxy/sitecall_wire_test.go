@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/proxy"
 	"github.com/hookonce/hookonce/proxy/proxytest"
 )
@@ -284,4 +285,38 @@ func decisionLine(t *testing.T, px *proxytest.Instance, id string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return "(none)"
+}
+
+// A site that answers a webhook 101 Switching Protocols had the request:
+// the outcome is ambiguous (trap 31), never "unreachable" (which frees the
+// claim as if the handler never ran), and hookonce closes its connection
+// to the site rather than leave it open. ReverseProxy released the claim
+// as unreachable for an http:// site (and ambiguous for an https:// one),
+// and left the connection open.
+func TestSwitchingProtocolsIsAmbiguous(t *testing.T) {
+	closed := make(chan bool, 4)
+	execs := &earlyCounter{}
+	addr := rawEarlySite(t, func(c net.Conn, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		execs.add(req.Header.Get("X-Event-Id"))
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		closed <- err == io.EOF
+	})
+	store := newStore(t)
+	px := proxytest.Start(t, store, "http://"+addr, earlyConfig+"    ambiguous: hold\n")
+	got := postEvent(t, px.Server, "sw1", `{"id":"sw1"}`)
+	if got.Status != http.StatusBadGateway || !strings.Contains(string(got.Body), "may have run") {
+		t.Fatalf("answer %d %s, want 502: the handler may have run", got.Status, got.Body)
+	}
+	if rec, err := get(t, store, "shop", "sw1"); err != nil || rec.State != dedupe.StateUnknown {
+		t.Fatalf("record %+v %v, want held as unknown", rec, err)
+	}
+	if !<-closed {
+		t.Error("hookonce left its connection to the site open after the 101")
+	}
+	if n := execs.get("sw1"); n != 1 {
+		t.Errorf("site ran %d times, want 1", n)
+	}
 }

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+// The claimed forward's request is built beside the delivery's, never in
+// it: the delivery's headers and URL are what is stored with the claim,
+// logged and judged, and must read the same after the forward. Its body
+// is never replayable (trap 1): no GetBody, and a body even when empty
+// (a nil one with an Idempotency-Key is resent by http.Transport).
+func TestSiteCallRequestLeavesTheDeliveryAlone(t *testing.T) {
+	site, _ := url.Parse("http://127.0.0.1:8080/base?site=1")
+	sc := &siteCall{site: site, client: func(r *http.Request) (string, bool) { return "10.0.0.7", true }}
+	for _, body := range []string{`{"id":"e1"}`, ""} {
+		in, err := http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop?a=1;b=%zz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.RemoteAddr = "127.0.0.1:5555"
+		in.Header = http.Header{
+			"Content-Type":      {"application/json"},
+			"X-Forwarded-For":   {"10.0.0.7"},
+			"X-Forwarded-Proto": {"https"},
+			"Client-Ip":         {"10.9.9.9"},
+			"Idempotency-Key":   {"forged"},
+			"Idempotency_key":   {"forged"},
+			"Transfer-Encoding": {"chunked"},
+			"Expect":            {"100-continue"},
+			"X-Many":            {"a", "b"},
+		}
+		header, u := in.Header.Clone(), *in.URL
+
+		out := sc.request(context.Background(), in, []byte(body), "Idempotency-Key", "shop:e1")
+
+		if !reflect.DeepEqual(in.Header, header) || *in.URL != u {
+			t.Fatalf("the delivery's request changed: %v %v", in.Header, in.URL)
+		}
+		want := http.Header{
+			"Content-Type":      {"application/json"},
+			"X-Forwarded-For":   {"10.0.0.7, 127.0.0.1"},
+			"X-Forwarded-Host":  {"shop.example"},
+			"X-Forwarded-Proto": {"https"},
+			"X-Real-Ip":         {"10.0.0.7"},
+			"Idempotency-Key":   {"shop:e1"},
+			"X-Many":            {"a", "b"},
+			"User-Agent":        {""},
+		}
+		if !reflect.DeepEqual(out.Header, want) {
+			t.Errorf("site's headers %v, want %v", out.Header, want)
+		}
+		if got := out.URL.String(); got != "http://127.0.0.1:8080/base/hooks/shop?site=1&a=1;b=%zz" {
+			t.Errorf("site's URL %s", got)
+		}
+		if out.Host != "shop.example" || out.Context() != context.Background() {
+			t.Errorf("Host %q, context %v", out.Host, out.Context())
+		}
+		if out.GetBody != nil || out.Body == nil || out.Body == http.NoBody || out.ContentLength != int64(len(body)) || out.TransferEncoding != nil {
+			t.Fatalf("body %T, GetBody set %v, length %d, %v: replayable or mislabelled", out.Body, out.GetBody != nil, out.ContentLength, out.TransferEncoding)
+		}
+		if b, _ := io.ReadAll(out.Body); string(b) != body {
+			t.Errorf("body %q, want %q", b, body)
+		}
+		// The values hookonce set are capped: appending to one (a
+		// RoundTripper that adds a value) cannot reach another's.
+		out.Header["X-Forwarded-Host"] = append(out.Header["X-Forwarded-Host"], "x")
+		if out.Header.Get("X-Forwarded-Proto") != "https" || out.Header.Get("X-Real-Ip") != "10.0.0.7" {
+			t.Errorf("an append to one header value changed another: %v", out.Header)
+		}
+	}
+}
