@@ -20,7 +20,7 @@ import (
 // carries the forward key header like a claimed one, so the site can pass
 // a stable key on; one without a key (missing_key: pass, forwarded
 // without dedupe, unmatched) goes as the sender sent it, but for the
-// forward key header: a client's own is removed (contract.DropHeader), since
+// forward key header: a client's own is removed (dropHeader), since
 // the site trusts that header to come from hookonce.
 func (d *delivery) forwardPlain() {
 	r := d.r.Clone(d.r.Context())
@@ -31,7 +31,7 @@ func (d *delivery) forwardPlain() {
 	if d.s != nil && d.key != "" && d.s.ForwardKeyHeader != "" {
 		// Hop-by-hop headers are gone already (Inspect), so a sender's
 		// Connection list cannot strip it.
-		contract.DropHeader(r.Header, d.s.ForwardKeyHeader)
+		dropHeader(r.Header, d.s.ForwardKeyHeader)
 		r.Header.Set(d.s.ForwardKeyHeader, d.s.Name+":"+d.key)
 	} else {
 		d.dropKeyHeaders(r.Header)
@@ -46,12 +46,12 @@ func (d *delivery) forwardPlain() {
 // hookonce is not what the site trusts for the header.
 func (d *delivery) dropKeyHeaders(h http.Header) {
 	if d.s != nil {
-		contract.DropHeader(h, d.s.ForwardKeyHeader)
+		dropHeader(h, d.s.ForwardKeyHeader)
 		return
 	}
 	if d.rt != nil {
 		for _, s := range d.rt.Senders {
-			contract.DropHeader(h, s.ForwardKeyHeader)
+			dropHeader(h, s.ForwardKeyHeader)
 		}
 	}
 }

@@ -93,7 +93,7 @@ func (sc *siteCall) request(ctx context.Context, in *http.Request, body []byte, 
 	sc.clientHeaders(h, in, &sr.vals)
 	delete(h, "Expect")
 	if keyHeader != "" {
-		contract.DropHeader(h, keyHeader) // a client's, under any spelling
+		dropHeader(h, keyHeader) // a client's, under any spelling
 		sr.vals.set(h, http.CanonicalHeaderKey(keyHeader), keyValue)
 	}
 	if _, ok := h["User-Agent"]; !ok {
@@ -135,7 +135,7 @@ var noUserAgent = []string{""}[:1:1]
 // by the trusted proxy itself. vals may be nil.
 func (sc *siteCall) clientHeaders(h http.Header, in *http.Request, vals *headerVals) {
 	addr, fromTrusted := sc.client(in)
-	contract.DropClientAddrHeaders(h)
+	dropClientAddrHeaders(h)
 	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		if fromTrusted && addr != ip {
 			ip = addr + ", " + ip

@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/hookonce/hookonce/contract"
 )
 
 // The claimed forward's request is built beside the delivery's, never in
@@ -72,5 +75,46 @@ func TestSiteCallRequestLeavesTheDeliveryAlone(t *testing.T) {
 		if out.Header.Get("X-Forwarded-Proto") != "https" || out.Header.Get("X-Real-Ip") != "10.0.0.7" {
 			t.Errorf("an append to one header value changed another: %v", out.Header)
 		}
+	}
+}
+
+// dropHeader and dropClientAddrHeaders remove exactly what contract's
+// DropHeader and DropClientAddrHeaders remove, for any name: ASCII in
+// any case and spelling, non-ASCII letters that upper-case to ASCII ones
+// (ı to I, ſ to S), bytes that are not UTF-8, names too long for the
+// fast path.
+func TestHeaderNamesAsContractReadsThem(t *testing.T) {
+	names := []string{"", "Idempotency-Key", "idempotency_key", "IDEMPOTENCY-KEY", "Idempotency-Keys", "Idempotency Key",
+		"X-Hook-Key", "X_Hook_Key", "x-hook-kEy", "X-Real-ıp", "X-Real-Ip", "X-Real-İp", "ſtripe-Key", "Stripe-Key", "STRIPE_KEY",
+		"X-\xffKey", "X-\xffkey", "Ⅻ-Key", "ⅻ-Key", strings.Repeat("X-Long-", 12) + "Ip", strings.Repeat("x-long-", 12) + "ip",
+		"Content-Type", "Content_Type"}
+	names = append(names, contract.ClientAddrHeaders...)
+	for _, a := range contract.ClientAddrHeaders {
+		names = append(names, strings.ToLower(a), strings.ReplaceAll(a, "-", "_"), strings.Replace(a, "i", "ı", 1), a+"x")
+	}
+	full := http.Header{}
+	for _, n := range names {
+		full[n] = []string{"v"}
+	}
+	for _, name := range names {
+		want, got := full.Clone(), full.Clone()
+		contract.DropHeader(want, name)
+		dropHeader(got, name)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("dropHeader(%q) left %d headers, contract.DropHeader %d", name, len(got), len(want))
+		}
+	}
+	want, got := full.Clone(), full.Clone()
+	contract.DropClientAddrHeaders(want)
+	dropClientAddrHeaders(got)
+	if !reflect.DeepEqual(got, want) {
+		for k := range full {
+			if _, g := got[k]; g != (want[k] != nil) {
+				t.Errorf("%q: kept %v, contract keeps it %v", k, g, want[k] != nil)
+			}
+		}
+	}
+	if len(want) == len(full) {
+		t.Fatal("contract.DropClientAddrHeaders dropped nothing: the test tests nothing")
 	}
 }
