@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
@@ -97,7 +96,7 @@ func (c *capture) read(res *http.Response) {
 		c.setErr(errSwitched)
 		return
 	}
-	contract.StripHopByHop(res.Header)
+	stripHopByHop(res.Header)
 	c.header = res.Header // the answer's own map: nothing else reads it
 	if c.header == nil {
 		c.header = http.Header{}

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
@@ -83,7 +82,7 @@ func (sc *siteCall) request(ctx context.Context, in *http.Request, body []byte, 
 	// proxy hop does. No upgrade is asked for: a webhook is not switched
 	// to another protocol, and Inspect leaves no Connection header to ask
 	// with.
-	contract.StripHopByHop(h)
+	stripHopByHop(h)
 	if hasToken(in.Header["Te"], "trailers") {
 		sr.vals.set(h, "Te", "trailers")
 	}

@@ -117,4 +117,29 @@ func TestHeaderNamesAsContractReadsThem(t *testing.T) {
 	if len(want) == len(full) {
 		t.Fatal("contract.DropClientAddrHeaders dropped nothing: the test tests nothing")
 	}
+
+	// stripHopByHop: every header name the RFCs and servers use, in any
+	// case, with and without a Connection list naming some of them.
+	common := []string{"Accept", "Accept-Encoding", "Alt-Svc", "Cache-Control", "Connection", "Content-Encoding", "Content-Length",
+		"Content-Type", "Cookie", "Date", "Expect", "Forwarded", "Host", "Http2-Settings", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Proxy-Connection", "Set-Cookie", "Te", "Trailer", "Trailers", "Transfer-Encoding", "Upgrade",
+		"Upgrade-Insecure-Requests", "Via", "Warning", "X-Drop", "X-Drop-Too", "keep-alive", "transfer-encoding", "Transfer_Encoding"}
+	for _, conn := range [][]string{nil, {"close"}, {"keep-alive, X-Drop", " x-drop-too ,Via"}, {"", ","}} {
+		h := http.Header{}
+		for _, n := range common {
+			h[n] = []string{"v"}
+		}
+		if conn != nil {
+			h["Connection"] = conn
+		}
+		want, got := h.Clone(), h.Clone()
+		contract.StripHopByHop(want)
+		stripHopByHop(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Connection %q: stripHopByHop left %v, contract.StripHopByHop %v", conn, got, want)
+		}
+		if len(want) == len(h) {
+			t.Fatal("contract.StripHopByHop stripped nothing: the test tests nothing")
+		}
+	}
 }
