@@ -128,8 +128,7 @@ func plainHost(host string) bool {
 		return false
 	}
 	for i := 0; i < len(host); i++ {
-		c := host[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-.:[]_", c) >= 0) {
+		if !hostBytes[host[i]] {
 			return false
 		}
 	}
@@ -158,10 +157,20 @@ func token(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+		if !tokenBytes[k[i]] {
 			return false
 		}
 	}
 	return true
+}
+
+// hostBytes and tokenBytes are the bytes plainHost and token take.
+var hostBytes, tokenBytes = byteSet("-.:[]_"), byteSet("!#$%&'*+-.^_`|~")
+
+// byteSet is ASCII letters and digits and the bytes of extra.
+func byteSet(extra string) (set [256]bool) {
+	for c := range 256 {
+		set[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
+	}
+	return set
 }
