@@ -103,8 +103,13 @@ var allocStores = []struct {
 // allocations, over the budget); issue 47 scans a SQLite record into one
 // struct (22.97 KB, 423) and writes PostgreSQL's attempt and header JSON
 // without reflection (18.2 → 17.7 KB, 305 → 299): SQLite's budget is
-// 23 KiB from then, PostgreSQL's lowered to 18 KiB.
-var newEventBudget = map[string]int64{"SQLite": 23 << 10, "PostgreSQL": 18 << 10}
+// 23 KiB from then, PostgreSQL's lowered to 18 KiB. The claimed forward
+// of our own instead of httputil.ReverseProxy (proxy/sitecall.go), with
+// the client's key and address headers dropped without building CGI
+// names and oneshot writing the request without Request.Write's
+// formatting, cut 1.8 KB and 51 allocations (PostgreSQL 17.7 → 15.9 KB,
+// 299 → 248; SQLite 23.0 → 21.2 KB, 423 → 372): 22 and 17 KiB from then.
+var newEventBudget = map[string]int64{"SQLite": 22 << 10, "PostgreSQL": 17 << 10}
 
 const duplicateBudget = 1536
 

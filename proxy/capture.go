@@ -6,18 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
-// capture is the http.ResponseWriter the forwarding ReverseProxy writes
-// into: the site's answer is held so it can be judged and stored before
-// the sender sees it. At most limit bytes are held: a longer answer is
-// streamed on to the sender from that point (what is held is stored,
-// marked truncated), so one webhook never holds more than max_stored_body
-// of the site's answer in memory.
+// capture is the site's answer to a claimed forward (siteCall), held so
+// it can be judged and stored before the sender sees it. At most limit
+// bytes are held: a longer answer is streamed on to the sender from that
+// point (what is held is stored, marked truncated), so one webhook never
+// holds more than max_stored_body of the site's answer in memory.
 type capture struct {
 	header http.Header
 	status int
@@ -27,12 +28,12 @@ type capture struct {
 	// overflowed: the answer passed limit; the sender has had the headers
 	// and everything since.
 	overflowed bool
+	// answered: the RoundTripper returned an answer (a status line was
+	// read), whatever came of it.
+	answered bool
 
-	mu  sync.Mutex // guards err: set from the proxy's error handler and body reads
+	mu  sync.Mutex // guards err: set from the RoundTripper's result and body reads
 	err error      // transport error, or a read error on the site's body
-
-	// keyHeader: keyValue is set on the outgoing request (forward_key_header).
-	keyHeader, keyValue string
 
 	// wroteHeaders: http.Transport (https:// sites) wrote the request
 	// line and headers (httptrace's WroteHeaders).
@@ -41,8 +42,15 @@ type capture struct {
 
 // trace records how far the request got, for a RoundTripper that does not
 // say it in its errors (http.Transport; oneshot.SendError counts bytes).
+// Got1xxResponse is set as ReverseProxy set it: http.Transport then
+// bounds each informational answer's headers on their own, not all of
+// them with the final answer's; the answers themselves are not the answer
+// and are dropped.
 func (c *capture) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{WroteHeaders: func() { c.wroteHeaders.Store(true) }}
+	return &httptrace.ClientTrace{
+		WroteHeaders:   func() { c.wroteHeaders.Store(true) },
+		Got1xxResponse: func(int, textproto.MIMEHeader) error { return nil },
+	}
 }
 
 // started reports whether any byte of the request may have reached the
@@ -51,7 +59,7 @@ func (c *capture) trace() *httptrace.ClientTrace {
 // timeout mid-answer, a reset) is never "unreachable", whatever the
 // RoundTripper says of its own write.
 func (c *capture) started(err error) bool {
-	return c.status != 0 || requestStarted(err, c.wroteHeaders.Load())
+	return c.status != 0 || c.answered || requestStarted(err, c.wroteHeaders.Load())
 }
 
 // requestStarted reports whether any byte of the request may have reached
@@ -72,10 +80,72 @@ func requestStarted(err error, wroteHeaders bool) bool {
 
 // newCapture holds up to limit bytes of the answer, then streams to w.
 func newCapture(w http.ResponseWriter, limit int64) *capture {
-	return &capture{header: http.Header{}, limit: limit, out: w}
+	return &capture{limit: limit, out: w}
 }
 
-func (c *capture) Header() http.Header { return c.header }
+// read takes the site's answer: its status, its headers but the
+// hop-by-hop ones, its body (held up to limit, streamed on past it), and
+// its trailers, which join the headers once the body was read (announced
+// in a Trailer header, as ReverseProxy passed them). A body that fails to
+// read sets c's error; the sender hanging up while a long answer streams
+// on ends the copy, and what was held is kept.
+func (c *capture) read(res *http.Response) {
+	c.answered = true
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		res.Body.Close()
+		c.setErr(errSwitched)
+		return
+	}
+	stripHopByHop(res.Header)
+	c.header = res.Header // the answer's own map: nothing else reads it
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		c.header.Add("Trailer", strings.Join(keys, ", "))
+	}
+	c.WriteHeader(res.StatusCode)
+	if !c.copyBody(res.Body) {
+		res.Body.Close()
+		return
+	}
+	res.Body.Close() // now, so that res.Trailer is filled in
+	prefix := ""
+	if len(res.Trailer) != announced {
+		prefix = http.TrailerPrefix // some came unannounced
+	}
+	for k, vs := range res.Trailer {
+		for _, v := range vs {
+			c.header.Add(prefix+k, v)
+		}
+	}
+}
+
+// copyBody reads the answer's body into c until its end; false: it ended
+// early, on a read error (c's error) or a failed write to the sender.
+func (c *capture) copyBody(body io.Reader) bool {
+	buf := copyBuffers.Get()
+	defer copyBuffers.Put(buf)
+	for {
+		n, rerr := body.Read(buf)
+		if rerr != nil && rerr != io.EOF {
+			c.setErr(rerr)
+		}
+		if n > 0 {
+			if w, werr := c.Write(buf[:n]); werr != nil || w != n {
+				return false
+			}
+		}
+		if rerr != nil {
+			return rerr == io.EOF
+		}
+	}
+}
 
 func (c *capture) WriteHeader(code int) {
 	if code < 200 { // 1xx informational answers are not the answer
@@ -127,22 +197,4 @@ func (c *capture) failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
-}
-
-type captureKey struct{}
-
-// bodyWatch records a read error of the site's response body into the
-// capture: ReverseProxy would otherwise only log it and leave a short body
-// that looks complete.
-type bodyWatch struct {
-	io.ReadCloser
-	c *capture
-}
-
-func (b bodyWatch) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.c.setErr(err)
-	}
-	return n, err
 }

@@ -20,7 +20,7 @@ import (
 // carries the forward key header like a claimed one, so the site can pass
 // a stable key on; one without a key (missing_key: pass, forwarded
 // without dedupe, unmatched) goes as the sender sent it, but for the
-// forward key header: a client's own is removed (contract.DropHeader), since
+// forward key header: a client's own is removed (dropHeader), since
 // the site trusts that header to come from hookonce.
 func (d *delivery) forwardPlain() {
 	r := d.r.Clone(d.r.Context())
@@ -31,7 +31,7 @@ func (d *delivery) forwardPlain() {
 	if d.s != nil && d.key != "" && d.s.ForwardKeyHeader != "" {
 		// Hop-by-hop headers are gone already (Inspect), so a sender's
 		// Connection list cannot strip it.
-		contract.DropHeader(r.Header, d.s.ForwardKeyHeader)
+		dropHeader(r.Header, d.s.ForwardKeyHeader)
 		r.Header.Set(d.s.ForwardKeyHeader, d.s.Name+":"+d.key)
 	} else {
 		d.dropKeyHeaders(r.Header)
@@ -46,12 +46,12 @@ func (d *delivery) forwardPlain() {
 // hookonce is not what the site trusts for the header.
 func (d *delivery) dropKeyHeaders(h http.Header) {
 	if d.s != nil {
-		contract.DropHeader(h, d.s.ForwardKeyHeader)
+		dropHeader(h, d.s.ForwardKeyHeader)
 		return
 	}
 	if d.rt != nil {
 		for _, s := range d.rt.Senders {
-			contract.DropHeader(h, s.ForwardKeyHeader)
+			dropHeader(h, s.ForwardKeyHeader)
 		}
 	}
 }
@@ -93,12 +93,10 @@ func (d *delivery) forwardClaimed() {
 	ctx, cancel := context.WithTimeout(p.abortCtx, s.UpstreamTimeout)
 	defer cancel()
 	c := newCapture(d.w, s.MaxStoredBody)
+	var keyHeader, keyValue string
 	if s.ForwardKeyHeader != "" {
-		// Set in Rewrite, after hop-by-hop headers are removed, so a
-		// sender's "Connection: Idempotency-Key" cannot strip it.
-		c.keyHeader, c.keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
+		keyHeader, keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
-	ctx = context.WithValue(ctx, captureKey{}, c)
 	ctx = oneshot.BeforeWrite(ctx, func() error { return d.leaseHeld(beat) })
 	if s.Ambiguous == contract.AmbiguousHold {
 		// This sender's operator wants every ambiguous forward held for a
@@ -106,23 +104,11 @@ func (d *delivery) forwardClaimed() {
 		// site closed under the write (trap 32).
 		ctx = oneshot.FreshConn(ctx)
 	}
-	if _, direct := p.capt.Transport.(*oneshot.Transport); !direct {
+	if !p.capt.direct {
 		// oneShot says how far the request got in its own error
 		// (oneshot.SendError); any other RoundTripper is traced.
 		ctx = httptrace.WithClientTrace(ctx, c.trace())
 	}
-
-	// A shallow copy is enough: ReverseProxy clones it (headers included)
-	// before Rewrite touches anything.
-	out := d.r.WithContext(ctx)
-	out.Body = io.NopCloser(bytes.NewReader(d.body))
-	out.ContentLength = int64(len(d.body))
-	// A chunked delivery goes with Content-Length: Apache's
-	// mod_proxy_fcgi gives php-fpm no CONTENT_LENGTH for a chunked
-	// request, and PHP then reads an empty body where hookonce judged
-	// the one it read (#33).
-	out.TransferEncoding = nil
-	out.GetBody = nil // trap 1
 
 	p.failAt("claimed")
 	if err := d.leaseHeld(beat); err != nil {
@@ -130,7 +116,7 @@ func (d *delivery) forwardClaimed() {
 		return
 	}
 	began := time.Now()
-	p.capt.ServeHTTP(c, out)
+	p.capt.forward(ctx, d.r, d.body, keyHeader, keyValue, c)
 	d.siteTime = time.Since(began)
 	p.failAt("answered")
 	p.m.observeSite(s.Name, d.siteTime)

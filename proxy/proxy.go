@@ -88,7 +88,7 @@ type Proxy struct {
 	m        *metrics
 	now      func() time.Time
 	pass     *httputil.ReverseProxy
-	capt     *httputil.ReverseProxy
+	capt     *siteCall
 	hits     *hitCounter
 	traffic  *trafficCounter // the readiness report's counters (traffic.go)
 	failAt   func(point string)
@@ -188,7 +188,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		return addr.String(), c.TrustedPeer(r.RemoteAddr)
 	}
-	p.pass, p.capt = newReverseProxies(o.Upstream, t, o.KeepIdle, client, func(r *http.Request, err error) {
+	p.pass, p.capt = newForwards(o.Upstream, t, o.KeepIdle, client, func(r *http.Request, err error) {
 		p.log.Warn("pass-through to the site failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	})
 	every := o.HitFlushInterval
@@ -244,7 +244,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 	p.abort()
 	p.hits.close()
 	p.traffic.close()
-	if o, ok := p.capt.Transport.(*oneshot.Transport); ok {
+	if o, ok := p.capt.rt.(*oneshot.Transport); ok {
 		o.CloseIdle()
 	}
 	return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hookonce/hookonce/contract"
 	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
@@ -93,8 +91,9 @@ func newDialer() *net.Dialer {
 	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 }
 
-// copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
-// through, instead of allocating one per request.
+// copyBuffers recycles the 32 KiB buffers answers are copied through (the
+// pass-through's ReverseProxy, a capture's body), instead of allocating
+// one per request.
 var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
 
 type bufferPool struct{ pool sync.Pool }
@@ -122,46 +121,20 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// newReverseProxies builds the two forwarders: pass streams requests that
-// match no sender untouched; capture forwards webhook deliveries into a
-// capture.
-func newReverseProxies(site *url.URL, t http.RoundTripper, keepIdle time.Duration, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass, capt *httputil.ReverseProxy) {
-	rewrite := func(pr *httputil.ProxyRequest) {
-		pr.SetURL(site)
-		// ReverseProxy re-encodes a query that net/url cannot parse (a
-		// stray "%", ";"), dropping and reordering fields: the site would
-		// read another query than the one judged. Send it as it came.
-		switch {
-		case site.RawQuery == "":
-			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
-		case pr.In.URL.RawQuery != "":
-			pr.Out.URL.RawQuery = site.RawQuery + "&" + pr.In.URL.RawQuery
-		}
-		pr.Out.Host = pr.In.Host // legacy sites route by virtual host
-		// The site learns the client's address from hookonce alone (trap
-		// 23): every header a site or a PHP library reads it from is
-		// dropped, then X-Real-IP and X-Forwarded-For say the address
-		// hookonce judged — the peer, or from a trusted proxy (the site's
-		// own nginx) the client that proxy reported — followed in
-		// X-Forwarded-For by the trusted proxy itself.
-		addr, fromTrusted := client(pr.In)
-		peer := peerIP(pr.In.RemoteAddr)
-		contract.DropClientAddrHeaders(pr.Out.Header)
-		if fromTrusted && addr != peer {
-			pr.Out.Header.Set("X-Forwarded-For", addr)
-		}
-		pr.SetXForwarded()
-		if fromTrusted {
-			for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-				if v := pr.In.Header.Get(h); v != "" {
-					pr.Out.Header.Set(h, v)
-				}
-			}
-		}
-		pr.Out.Header.Set("X-Real-Ip", addr)
-	}
+// newForwards builds the two forwarders: pass, a ReverseProxy, streams
+// requests that match no sender (and deliveries forwarded without a
+// claim) untouched; capt forwards claimed deliveries into a capture.
+func newForwards(site *url.URL, t http.RoundTripper, keepIdle time.Duration, client func(r *http.Request) (addr string, trusted bool), onPassError func(*http.Request, error)) (pass *httputil.ReverseProxy, capt *siteCall) {
+	capt = &siteCall{site: site, client: client}
 	pass = &httputil.ReverseProxy{
-		Rewrite:    rewrite,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The request the site gets, as a claimed forward's
+			// (siteCall.request): site's URL with the query as it came,
+			// the sender's Host, the client's address from hookonce.
+			*pr.Out.URL = siteURL(site, pr.In.URL)
+			pr.Out.Host = pr.In.Host
+			capt.clientHeaders(pr.Out.Header, pr.In, nil)
+		},
 		Transport:  t,
 		BufferPool: copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -176,50 +149,16 @@ func newReverseProxies(site *url.URL, t http.RoundTripper, keepIdle time.Duratio
 	// from the last answer only while it provably is not dying (trap 32),
 	// and no transport machinery; to an https:// one, the transport's with
 	// keep-alives off.
-	ct := t
+	capt.rt = t
 	if ht, ok := t.(*http.Transport); ok {
 		if site.Scheme == "http" {
-			ct = oneshot.New(newDialer().DialContext, keepIdle)
+			capt.rt = oneshot.New(newDialer().DialContext, keepIdle)
 		} else {
 			ht = ht.Clone()
 			ht.DisableKeepAlives = true
-			ct = ht
+			capt.rt = ht
 		}
 	}
-	capt = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			rewrite(pr)
-			// Trap 1 (ARCHITECTURE.md): a request with GetBody and an Idempotency-Key is
-			// resent by the transport on its own after a failure on a
-			// reused connection. Never make it replayable.
-			pr.Out.GetBody = nil
-			// ReverseProxy turns an empty body into nil, and a nil body
-			// with an Idempotency-Key is replayable to the transport too.
-			if pr.Out.Body == nil {
-				pr.Out.Body = emptyBody{}
-			}
-			pr.Out.Header.Del("Expect")
-			if c, ok := pr.Out.Context().Value(captureKey{}).(*capture); ok && c.keyHeader != "" {
-				contract.DropHeader(pr.Out.Header, c.keyHeader) // a client's, under any spelling
-				pr.Out.Header.Set(c.keyHeader, c.keyValue)
-			}
-		},
-		Transport:  ct,
-		BufferPool: copyBuffers,
-		ModifyResponse: func(resp *http.Response) error {
-			if c, ok := resp.Request.Context().Value(captureKey{}).(*capture); ok {
-				resp.Body = bodyWatch{ReadCloser: resp.Body, c: c}
-			}
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if c, ok := w.(*capture); ok {
-				c.setErr(err)
-			}
-		},
-		// Errors are recorded in the capture and logged once, with the
-		// decision.
-		ErrorLog: log.New(io.Discard, "", 0),
-	}
+	capt.direct = isOneShot(capt.rt)
 	return pass, capt
 }

@@ -274,7 +274,10 @@ func (o *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Close = !keep
 	bw := oneShotWriters.Get().(*bufio.Writer)
 	bw.Reset(conn)
-	err := req.Write(oneWrite{bw}) // closes req.Body
+	handled, err := writeRequest(bw, req) // a forward's shape, without Request.Write's formatting
+	if !handled {
+		err = req.Write(oneWrite{bw}) // closes req.Body
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
