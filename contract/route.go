@@ -79,6 +79,18 @@ func (rt *Route) Select(req *Request) Choice {
 	return ch
 }
 
+// Signed reports whether a sender on the route checks a signature, token
+// or source address: only then does Inspect read its now (Verify judges
+// timestamps by it).
+func (rt *Route) Signed() bool {
+	for _, s := range rt.Senders {
+		if s.HasSignature() {
+			return true
+		}
+	}
+	return false
+}
+
 // takenWhy is what Choice.Why says of a sender Select picks: that it has
 // no conditions, or the conditions that held.
 func takenWhy(s *Sender) string {

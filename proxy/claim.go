@@ -19,11 +19,13 @@ func (d *delivery) claimLoop() {
 	if d.backlogFull() {
 		return
 	}
-	deadline := time.Now().Add(s.WaitTimeout)
+	start := time.Now()
+	deadline := start.Add(s.WaitTimeout)
 	rekeyed := false  // changed_payload: new_event extends the key once
 	accepted := false // moved to an accepted copy's key once
 	for {
-		res, err := d.claim()
+		res, err := d.claim(start)
+		start = time.Time{} // a claim again reads the clock again
 		if err != nil {
 			d.storeDown(err)
 			return
@@ -131,13 +133,18 @@ func (d *delivery) claimLoop() {
 // A repeat of a done record the store's replay cache holds is answered
 // from memory first, as the cache's Claim would answer it, without an
 // owner, a request to keep or a deadline for a store call that is not
-// made; it is still timed as the claim it stands for.
-func (d *delivery) claim() (res dedupe.ClaimResult, err error) {
+// made; it is still timed as the claim it stands for. now is the time
+// read right before the call, or zero to read it here: the claim counts as
+// sent then (claimSent: earlier than the store gets it, so the lease is
+// never taken for longer than it is held).
+func (d *delivery) claim(now time.Time) (res dedupe.ClaimResult, err error) {
 	s := d.s
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if m := d.p.memory; m != nil {
-		start := time.Now()
 		if rec, ok := m.Duplicate(s.Name, d.key, d.hash); ok {
-			d.p.m.observeStore("claim", start)
+			d.p.m.observeStore("claim", now)
 			return dedupe.ClaimResult{Found: dedupe.Duplicate, Record: rec}, nil
 		}
 	}
@@ -156,7 +163,7 @@ func (d *delivery) claim() (res dedupe.ClaimResult, err error) {
 		req.RequestBody = d.body
 		req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone(), RemoteAddr: d.r.RemoteAddr}
 	}
-	d.claimSent = time.Now()
+	d.claimSent = now
 	err = d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
 		res, err = d.p.store.Claim(ctx, req)
 		return err

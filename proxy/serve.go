@@ -289,7 +289,11 @@ func (d *delivery) serve() {
 	// Which sender (the first on this path, in file order, whose method and
 	// match.when accept the request), its signature, key and hash: judged
 	// by the contract, as `hookonce check --request` shows them.
-	in := d.c.Inspect(d.rt, r, d.path, body, d.p.now())
+	var now time.Time // judges signatures' timestamps: read only where a sender checks one
+	if d.rt.Signed() {
+		now = d.p.now()
+	}
+	in := d.c.Inspect(d.rt, r, d.path, body, now)
 	d.req = in.Request
 	// 1b. A form the site would read otherwise than hookonce can: judging
 	// it on a partial reading is how a bypass starts. Refused whatever
