@@ -18,6 +18,7 @@ import (
 // characters, DEL, invalid UTF-8, unprintable and wide runes.
 var textTricky = []string{
 	"", " ", "a b", "a=b", "=", `"`, `a"b`, `\`, `a\b`, "\x00", "\t", "\n", "a\rb", "\x1f", "\x7f", "\x80", "\xff\xfe",
+	"\b\f\v", "<a href='x'>&amp;</a>", "\u2029", "a\u2028b", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x80",
 	"ok", "duplicate", "/hooks/shop", "evt_1042", "ключ", "日本", "\u00a0", "\u2028", "\u200b", "\ufeff", "\U0001F600",
 	"a\u0300", "\u0085", "x\xc3", "c:\\dir", "{\"a\":1}", "k=v k2=v2", "[]", "!BADKEY", "-", "+", "1e9", "null",
 }
@@ -27,12 +28,19 @@ var textTricky = []string{
 func compareText(t *testing.T, opts *slog.HandlerOptions, build func(*slog.Logger) *slog.Logger, log func(*slog.Logger)) {
 	t.Helper()
 	var want, got bytes.Buffer
-	log(build(slog.New(atTime{slog.NewTextHandler(&want, opts)})))
-	log(build(slog.New(atTime{newTextHandler(&got, opts)})))
+	slogs, ours := slog.Handler(slog.NewTextHandler(&want, opts)), newTextHandler(&got, opts)
+	if jsonLines {
+		slogs, ours = slog.NewJSONHandler(&want, opts), newJSONHandler(&got, opts)
+	}
+	log(build(slog.New(atTime{slogs})))
+	log(build(slog.New(atTime{ours})))
 	if got.String() != want.String() {
-		t.Fatalf("textHandler wrote\n%q\nslog.TextHandler wrote\n%q", got.String(), want.String())
+		t.Fatalf("textHandler (json %v) wrote\n%q\nslog's handler wrote\n%q", jsonLines, got.String(), want.String())
 	}
 }
+
+// jsonLines: compareText compares JSON lines (TestJSONHandlerIsSlogs).
+var jsonLines bool
 
 // atTime gives every record without a chosen time (a Logger's call) one
 // fixed time, so that two lines written one after the other can agree.
@@ -49,7 +57,16 @@ func (a atTime) Handle(ctx context.Context, r slog.Record) error {
 func (a atTime) WithAttrs(as []slog.Attr) slog.Handler { return atTime{a.Handler.WithAttrs(as)} }
 func (a atTime) WithGroup(name string) slog.Handler    { return atTime{a.Handler.WithGroup(name)} }
 
-func TestTextHandlerIsSlogs(t *testing.T) {
+func TestTextHandlerIsSlogs(t *testing.T) { handlerIsSlogs(t) }
+
+// The same comparisons for --log-format json against slog.JSONHandler.
+func TestJSONHandlerIsSlogs(t *testing.T) {
+	jsonLines = true
+	defer func() { jsonLines = false }()
+	handlerIsSlogs(t)
+}
+
+func handlerIsSlogs(t *testing.T) {
 	same := func(l *slog.Logger) *slog.Logger { return l }
 	at := time.Date(2026, 12, 3, 18, 39, 15, 123_456_789, time.UTC)
 	// Every tricky string as a key, a value, the message and a With
@@ -101,6 +118,8 @@ func TestTextHandlerIsSlogs(t *testing.T) {
 	// changing, years the cache does not take, a zero time (no time=).
 	zones := []*time.Location{time.UTC, time.FixedZone("MSK", 3*3600), time.FixedZone("NPT", 5*3600+45*60), time.FixedZone("W", -(9*3600 + 30*60)), time.Local}
 	times := []time.Time{at, at.Add(877 * time.Millisecond), at.Truncate(time.Second), at.Truncate(time.Second).Add(-time.Nanosecond),
+		at.Truncate(time.Millisecond), at.Truncate(time.Microsecond), at.Truncate(10 * time.Millisecond), at.Truncate(time.Second).Add(time.Nanosecond),
+		at.Truncate(time.Second).Add(100 * time.Millisecond), at.Truncate(time.Second).Add(999 * time.Millisecond),
 		time.Date(999, 1, 1, 0, 0, 0, 5e6, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), {}}
 	rng := rand.New(rand.NewPCG(47, 3))
 	for range 2000 {
@@ -165,15 +184,20 @@ func TestTextHandlerLinesWhole(t *testing.T) {
 	}
 }
 
-// The delivery line (a duplicate's) through slog.TextHandler and through
-// textHandler, to io.Discard:
+// The delivery line (a duplicate's) through slog's handlers and through
+// textHandler, text and JSON, to io.Discard:
 //
 //	go test ./internal/cli -run '^$' -bench TextHandler -benchmem
 func BenchmarkTextHandler(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		h    slog.Handler
-	}{{"slog", slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})}, {"textHandler", newTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})}} {
+	}{
+		{"text/slog", slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})},
+		{"text/textHandler", newTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})},
+		{"json/slog", slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})},
+		{"json/textHandler", newJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			h := tc.h.WithAttrs([]slog.Attr{slog.String("sender", "shop")})
 			ctx := context.Background()
