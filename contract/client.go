@@ -14,7 +14,8 @@ import (
 // hookonce judged (trap 23 in ARCHITECTURE.md).
 
 // hopHeaders are removed by every proxy hop (RFC 9110 7.6.1), as Go's
-// ReverseProxy removes them, besides the headers Connection names.
+// ReverseProxy removes them, besides the headers Connection names. Each is
+// written in its canonical form (TestHopHeadersCanonical).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
@@ -34,7 +35,7 @@ func StripHopByHop(h http.Header) {
 		}
 	}
 	for _, k := range hopHeaders {
-		h.Del(k)
+		delete(h, k) // canonical already: h.Del would canonicalise each
 	}
 }
 

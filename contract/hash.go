@@ -43,7 +43,7 @@ func (s *Sender) RequestHash(req *Request) (hash, legacy string, err error) {
 	}
 	q := canonicalQuery(req.queryVars())
 	sum := sha256.Sum256([]byte("hookonce-hash-v2\x00" + body + "\x00" + q))
-	return hex.EncodeToString(sum[:]), body, nil
+	return hexString(sum[:]), body, nil
 }
 
 func (s *Sender) keyReadsQuery() bool {
@@ -84,13 +84,21 @@ func (s *Sender) PayloadHash(body []byte) (string, error) {
 		if err := writeCanonicalJSON(h, body, s.Ignore); err != nil {
 			return "", err
 		}
-		return hex.EncodeToString(h.Sum(nil)), nil
+		var sum [sha256.Size]byte
+		return hexString(h.Sum(sum[:0])), nil
 	}
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:]), nil
+	return hexString(sum[:]), nil
 }
 
 func rawHash(body []byte) string {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+	return hexString(sum[:])
+}
+
+// hexString is hex.EncodeToString of a SHA-256 sum, in one allocation
+// (the string) rather than two.
+func hexString(sum []byte) string {
+	var b [2 * sha256.Size]byte
+	return string(b[:hex.Encode(b[:], sum)])
 }

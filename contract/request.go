@@ -230,7 +230,7 @@ func (q *Request) Form() (*php.Var, error) {
 }
 
 func (q *Request) readForm() (*php.Var, error) {
-	cts := q.Header.Values("Content-Type")
+	cts := q.Header["Content-Type"] // canonical: Values would canonicalise it
 	if len(cts) == 0 {
 		return nil, errNotForm
 	}

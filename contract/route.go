@@ -13,6 +13,10 @@ import (
 type Route struct {
 	Path    string // as written: exact, or a prefix ending in *
 	Senders []*Sender
+	// taken is, for each of Senders, Choice.Why when Select picks it
+	// first (takenWhy), made once: a slice capped at its length, so an
+	// append to a Choice's Why copies it.
+	taken [][]string
 	// Unmatched is UnmatchedReject or UnmatchedPass: written in the file
 	// (paths:), or the default (UnmatchedDefault), which is pass exactly
 	// when every sender on the path has match.when conditions.
@@ -30,7 +34,9 @@ type Choice struct {
 	Sender *Sender
 	// Why says which condition decided: the first failing condition of
 	// each sender tried ("does not hold"), one whose value could not be
-	// read ("could not be read"), or the conditions that all held.
+	// read ("could not be read"), or the conditions that all held. It
+	// may be shared with other Choices of the route: read it or append to
+	// it (it is capped at its length), never write its elements.
 	Why []string
 	// Undecided is why the route cannot tell whether a sender takes the
 	// request: a condition's value is there but cannot be read as the site
@@ -47,7 +53,7 @@ type Choice struct {
 // (Choice.Undecided): it might take the request, and it comes first.
 func (rt *Route) Select(req *Request) Choice {
 	var ch Choice
-	for _, s := range rt.Senders {
+	for i, s := range rt.Senders {
 		if !s.acceptsMethod(req.Method) {
 			ch.Why = append(ch.Why, fmt.Sprintf("%s: method %s not accepted", s.Name, req.Method))
 			continue
@@ -63,18 +69,45 @@ func (rt *Route) Select(req *Request) Choice {
 			return ch
 		}
 		ch.Sender = s
-		if len(s.When) == 0 {
-			ch.Why = append(ch.Why, s.Name+": no conditions")
-		} else {
-			held := make([]string, len(s.When))
-			for i, c := range s.When {
-				held[i] = c.String()
-			}
-			ch.Why = append(ch.Why, s.Name+": "+strings.Join(held, " and ")+" hold")
+		if ch.Why == nil && i < len(rt.taken) {
+			ch.Why = rt.taken[i]
+			return ch
 		}
+		ch.Why = append(ch.Why, takenWhy(s))
 		return ch
 	}
 	return ch
+}
+
+// Signed reports whether a sender on the route checks a signature, token
+// or source address: only then does Inspect read its now (Verify judges
+// timestamps by it).
+func (rt *Route) Signed() bool {
+	for _, s := range rt.Senders {
+		if s.HasSignature() {
+			return true
+		}
+	}
+	return false
+}
+
+// takenWhy is what Choice.Why says of a sender Select picks: that it has
+// no conditions, or the conditions that held.
+func takenWhy(s *Sender) string {
+	if len(s.When) == 0 {
+		return s.Name + ": no conditions"
+	}
+	held := make([]string, len(s.When))
+	for i, c := range s.When {
+		held[i] = c.String()
+	}
+	return s.Name + ": " + strings.Join(held, " and ") + " hold"
+}
+
+// addSender adds s to the route's senders (its conditions compiled).
+func (rt *Route) addSender(s *Sender) {
+	rt.Senders = append(rt.Senders, s)
+	rt.taken = append(rt.taken, []string{takenWhy(s)}[:1:1])
 }
 
 // Route returns the route for a normalised path, or nil when no sender

@@ -73,7 +73,7 @@ func (rt *router) add(s *Sender) *Route {
 			}
 		}
 	}
-	r.Senders = append(r.Senders, s)
+	r.addSender(s)
 	return r
 }
 

@@ -37,7 +37,7 @@ func (d *delivery) takeSlot() bool {
 // a second for all of them, with why (the last refusal's reason).
 func (d *delivery) overloaded(why string) {
 	p := d.p
-	p.m.requests.WithLabelValues("", OutcomeOverloaded).Inc()
+	p.m.countRequest("", OutcomeOverloaded)
 	if n := p.refused.note(time.Now()); n > 0 {
 		p.log.Warn("webhook", "sender", "", "path", d.rt.Path, "outcome", OutcomeOverloaded, "status", http.StatusServiceUnavailable,
 			"reason", why, "max_inflight", d.c.MaxInflight, "refused", n)

@@ -19,31 +19,13 @@ func (d *delivery) claimLoop() {
 	if d.backlogFull() {
 		return
 	}
-	deadline := time.Now().Add(s.WaitTimeout)
+	start := time.Now()
+	deadline := start.Add(s.WaitTimeout)
 	rekeyed := false  // changed_payload: new_event extends the key once
 	accepted := false // moved to an accepted copy's key once
 	for {
-		d.owner = newOwner()
-		ttl := s.TTL
-		if s.Durable() {
-			// A delivery given up at the end of retry_for stays a record
-			// (an unretried event to redeliver) for a ttl more.
-			ttl += s.RetryFor
-		}
-		req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: ttl,
-			Fingerprint: d.fp, Fingerprinter: d.fingerprinter}
-		if s.StoreRequestBody {
-			// Kept for conflict diffs and operator redelivery: the site
-			// may check the signature headers, so they are kept too.
-			req.RequestBody = d.body
-			req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone(), RemoteAddr: d.r.RemoteAddr}
-		}
-		var res dedupe.ClaimResult
-		d.claimSent = time.Now()
-		err := d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
-			res, err = d.p.store.Claim(ctx, req)
-			return err
-		})
+		res, err := d.claim(start)
+		start = time.Time{} // a claim again reads the clock again
 		if err != nil {
 			d.storeDown(err)
 			return
@@ -94,7 +76,9 @@ func (d *delivery) claimLoop() {
 			}
 			res = changed.res
 		}
-		dec := decideClaim(s, res, time.Now().Before(deadline))
+		// Only a delivery in progress elsewhere may wait (decideClaim).
+		canWait := res.Found == dedupe.InProgress && time.Now().Before(deadline)
+		dec := decideClaim(s, res, canWait)
 		switch res.Found {
 		case dedupe.Held:
 			attrs = []any{"state", "unknown"}
@@ -143,6 +127,48 @@ func (d *delivery) claimLoop() {
 		}
 		return
 	}
+}
+
+// claim claims the delivery's key in the store, or finds what holds it.
+// A repeat of a done record the store's replay cache holds is answered
+// from memory first, as the cache's Claim would answer it, without an
+// owner, a request to keep or a deadline for a store call that is not
+// made; it is still timed as the claim it stands for. now is the time
+// read right before the call, or zero to read it here: the claim counts as
+// sent then (claimSent: earlier than the store gets it, so the lease is
+// never taken for longer than it is held).
+func (d *delivery) claim(now time.Time) (res dedupe.ClaimResult, err error) {
+	s := d.s
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if m := d.p.memory; m != nil {
+		if rec, ok := m.Duplicate(s.Name, d.key, d.hash); ok {
+			d.p.m.observeStore("claim", now)
+			return dedupe.ClaimResult{Found: dedupe.Duplicate, Record: rec}, nil
+		}
+	}
+	d.owner = newOwner()
+	ttl := s.TTL
+	if s.Durable() {
+		// A delivery given up at the end of retry_for stays a record
+		// (an unretried event to redeliver) for a ttl more.
+		ttl += s.RetryFor
+	}
+	req := dedupe.ClaimRequest{Sender: s.Name, Key: d.key, PayloadHash: d.hash, Owner: d.owner, Lease: s.Lease, TTL: ttl,
+		Fingerprint: d.fp, Fingerprinter: d.fingerprinter}
+	if s.StoreRequestBody {
+		// Kept for conflict diffs and operator redelivery: the site
+		// may check the signature headers, so they are kept too.
+		req.RequestBody = d.body
+		req.Request = &dedupe.StoredRequest{Method: d.r.Method, URI: d.r.URL.RequestURI(), Header: d.r.Header.Clone(), RemoteAddr: d.r.RemoteAddr}
+	}
+	d.claimSent = now
+	err = d.p.storeCall(d.r, s, "claim", func(ctx context.Context) (err error) {
+		res, err = d.p.store.Claim(ctx, req)
+		return err
+	})
+	return res, err
 }
 
 // wait blocks until the key may have changed, the deadline passes, or the

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +66,57 @@ type metrics struct {
 	// pending and oldestPending: durable deliveries owed to the site.
 	pending       *prometheus.GaugeVec
 	oldestPending *prometheus.GaugeVec
+
+	// Children of requests and store found once (countRequest,
+	// observeStore): a label lookup hashes its values on every call.
+	requestsBy children[requestLabels, prometheus.Counter]
+	storeBy    children[string, prometheus.Observer]
+}
+
+// requestLabels are the labels of one hookonce_requests_total series.
+type requestLabels struct{ sender, outcome string }
+
+// countRequest adds one delivery decided as outcome to
+// hookonce_requests_total.
+func (m *metrics) countRequest(sender, outcome string) {
+	m.requestsBy.get(requestLabels{sender, outcome}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(sender, outcome)
+	}).Inc()
+}
+
+// children are the series of a metric vector by their labels, each found
+// in the vector once: read without a lock (a map never changed once
+// published), added under mu by copying. Their labels come from the
+// config and the code (sender names, outcomes, store operations), never
+// from a request, and no series of them is ever deleted from its vector,
+// so a child found once counts for good.
+type children[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+func (c *children[K, V]) get(k K, find func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := make(map[K]V, 1)
+	if old != nil {
+		next = maps.Clone(*old)
+	}
+	v := find()
+	next[k] = v
+	c.m.Store(&next)
+	return v
 }
 
 // Actions of hookonce_unmatched_total: what became of a request on a
@@ -152,5 +205,5 @@ func (m *metrics) observeSite(sender string, d time.Duration) {
 }
 
 func (m *metrics) observeStore(op string, start time.Time) {
-	m.store.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	m.storeBy.get(op, func() prometheus.Observer { return m.store.WithLabelValues(op) }).Observe(time.Since(start).Seconds())
 }

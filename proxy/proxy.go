@@ -83,6 +83,7 @@ type Proxy struct {
 	// the store gave it.
 	fpKey    atomic.Pointer[[]byte]
 	store    dedupe.Store
+	memory   memoryDuplicates // store, when it answers repeats from memory (dedupe/cache); else nil
 	log      *slog.Logger
 	logs     sync.Map // sender name → senderLogger: each sender's logger, built once (senderLog)
 	m        *metrics
@@ -137,6 +138,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{store: o.Store, log: o.Logger, now: o.Now, m: newMetrics(o.Registerer), failAt: o.Failpoint, onNotice: o.Notice}
 	p.locker, _ = o.Store.(dedupe.ObjectLocker)
+	p.memory, _ = o.Store.(memoryDuplicates)
 	p.confirmedGet = o.Store.Get
 	if cr, ok := o.Store.(dedupe.ConfirmedReader); ok {
 		p.confirmedGet, p.confirmsReads = cr.GetConfirmed, true
@@ -263,6 +265,13 @@ func (p *Proxy) storeCall(r *http.Request, s *contract.Sender, op string, fn fun
 	defer cancel()
 	defer p.m.observeStore(op, time.Now())
 	return fn(ctx)
+}
+
+// memoryDuplicates is a store that answers from memory, with no store
+// call, the repeats of done records its Claim would answer from memory
+// (dedupe/cache's Store).
+type memoryDuplicates interface {
+	Duplicate(sender, key, payloadHash string) (dedupe.Record, bool)
 }
 
 // senderLogger is a sender's logger, with the sender it was built for: a

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,7 +31,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// No site runs such a path, or hookonce cannot tell whether it
 		// reaches a sender's script: refuse it rather than guess.
-		p.m.requests.WithLabelValues("", OutcomeBadRequest).Inc()
+		p.m.countRequest("", OutcomeBadRequest)
 		answerBadPath(w, err)
 		return
 	}
@@ -123,13 +124,16 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 		as = append(as, slog.String("sender", ""), slog.String("path", d.rt.Path)) // d.log names neither yet
 	}
 	d.outcome = outcome
-	d.p.m.requests.WithLabelValues(sender, outcome).Inc()
+	// One clock reading for the decision: its day in the traffic
+	// counters, the line's duration and the line's time.
+	now := time.Now()
+	d.p.m.countRequest(sender, outcome)
 	if d.by == dedupe.AttemptBySender {
-		d.noteTraffic(outcome, status) // for the readiness report (traffic.go)
+		d.noteTraffic(outcome, status, now) // for the readiness report (traffic.go)
 	}
 	d.notice(outcome) // for the operator's notices (notice.go)
 	as = append(as, slog.String("key", d.key), slog.String("outcome", outcome), slog.Int("status", status),
-		slog.Int64("duration_ms", time.Since(d.start).Milliseconds()))
+		slog.Int64("duration_ms", now.Sub(d.start).Milliseconds()))
 	if d.siteStatus != 0 || d.siteTime != 0 {
 		as = append(as, slog.Int("upstream_status", d.siteStatus), slog.Int64("upstream_ms", d.siteTime.Milliseconds()))
 	}
@@ -190,7 +194,33 @@ func (d *delivery) done(outcome string, status int, attrs ...any) {
 	if d.quiet {
 		return
 	}
-	d.log.LogAttrs(d.r.Context(), level, "webhook", as...)
+	// What d.log.LogAttrs does, but for the call site's program counter
+	// (for a handler with AddSource), found once rather than by walking
+	// the stack on every line, and the time read above.
+	ctx := d.r.Context()
+	h := d.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	rec := slog.NewRecord(now, level, "webhook", donePC())
+	rec.AddAttrs(as...)
+	_ = h.Handle(ctx, rec)
+}
+
+// donePCs holds the program counter of done's log call, found on its first
+// line: every line comes from that one call site.
+var donePCs atomic.Uintptr
+
+// donePC is the program counter slog.Logger.LogAttrs would record for a
+// line logged by done (its caller).
+func donePC() uintptr {
+	if pc := donePCs.Load(); pc != 0 {
+		return pc
+	}
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:]) // skip runtime.Callers and donePC
+	donePCs.Store(pcs[0])
+	return pcs[0]
 }
 
 // shadowed outcomes are the ones shadow mode does not act on.
@@ -204,13 +234,14 @@ func (d *delivery) serve() {
 	r, w := d.r, d.w
 	maxBody := d.c.MaxBody
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(d.c.BodyTimeout))
+	// Both deadlines count from when the request came in (d.start).
+	_ = rc.SetReadDeadline(d.start.Add(d.c.BodyTimeout))
 	// The longest a sender on this path may be kept waiting.
 	var longest time.Duration
 	for _, s := range d.rt.Senders {
 		longest = max(longest, s.UpstreamTimeout+s.WaitTimeout)
 	}
-	_ = rc.SetWriteDeadline(time.Now().Add(longest + 30*time.Second))
+	_ = rc.SetWriteDeadline(d.start.Add(longest + 30*time.Second))
 
 	// 1. Body limit: a declared length is judged before reading a byte; a
 	// chunked body when it passes the limit. The body is read before a
@@ -258,7 +289,11 @@ func (d *delivery) serve() {
 	// Which sender (the first on this path, in file order, whose method and
 	// match.when accept the request), its signature, key and hash: judged
 	// by the contract, as `hookonce check --request` shows them.
-	in := d.c.Inspect(d.rt, r, d.path, body, d.p.now())
+	var now time.Time // judges signatures' timestamps: read only where a sender checks one
+	if d.rt.Signed() {
+		now = d.p.now()
+	}
+	in := d.c.Inspect(d.rt, r, d.path, body, now)
 	d.req = in.Request
 	// 1b. A form the site would read otherwise than hookonce can: judging
 	// it on a partial reading is how a bypass starts. Refused whatever

@@ -25,7 +25,6 @@ import (
 type trafficCounter struct {
 	rec dedupe.TrafficRecorder // nil: the store keeps no counters
 	log *slog.Logger
-	now func() time.Time
 
 	mu      sync.Mutex // guards pending, shapes and dropped
 	pending map[trafficID]*dedupe.TrafficCount
@@ -55,7 +54,7 @@ type trafficGroup struct {
 }
 
 func newTrafficCounter(store dedupe.Store, log *slog.Logger, every time.Duration) *trafficCounter {
-	t := &trafficCounter{log: log, now: time.Now, pending: map[trafficID]*dedupe.TrafficCount{},
+	t := &trafficCounter{log: log, pending: map[trafficID]*dedupe.TrafficCount{},
 		shapes: map[trafficGroup]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	t.rec, _ = store.(dedupe.TrafficRecorder)
 	if t.rec == nil {
@@ -79,16 +78,15 @@ func newTrafficCounter(store dedupe.Store, log *slog.Logger, every time.Duration
 	return t
 }
 
-// note counts one delivery's decision (as done counts it): the counter's
+// note counts one delivery's decision (as done counts it), decided at now: the counter's
 // detail is made of the rules tag, the source network and the shape
 // (dedupe.TrafficDetail), as a string only when the counter is new, so
 // that counting a delivery of a known counter allocates nothing.
-func (t *trafficCounter) note(sender, path, outcome string, status int, rules string, from netip.Prefix, shape string, atSite time.Duration) {
+func (t *trafficCounter) note(now time.Time, sender, path, outcome string, status int, rules string, from netip.Prefix, shape string, atSite time.Duration) {
 	if t.rec == nil {
 		return
 	}
-	day := dedupe.TrafficDay(t.now())
-	id := trafficID{day: day.Unix(), sender: sender, path: path, outcome: outcome, detail: shape, rules: rules, from: from, status: status}
+	id := trafficID{day: unixDay(now), sender: sender, path: path, outcome: outcome, detail: shape, rules: rules, from: from, status: status}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.pending[id]
@@ -114,11 +112,24 @@ func (t *trafficCounter) note(sender, path, outcome string, status int, rules st
 			}
 			detail = dedupe.TrafficDetail(id.rules, net, id.detail)
 		}
-		c = &dedupe.TrafficCount{Day: day, Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: detail}
+		c = &dedupe.TrafficCount{Day: time.Unix(id.day, 0).UTC(), Sender: sender, Path: path, Outcome: outcome, Status: status, Detail: detail}
 		t.pending[id] = c
 	}
 	c.N++
 	c.MaxMillis = max(c.MaxMillis, atSite.Milliseconds())
+}
+
+// unixDay is the Unix time of the UTC midnight that starts t's day,
+// dedupe.TrafficDay(t).Unix() without the calendar: a UTC day is 86,400
+// Unix seconds.
+func unixDay(t time.Time) int64 {
+	const day = 24 * 60 * 60
+	s := t.Unix()
+	r := s % day
+	if r < 0 {
+		r += day
+	}
+	return s - r
 }
 
 func (t *trafficCounter) flush() {
@@ -156,7 +167,7 @@ func (t *trafficCounter) close() {
 // delivery that matched no sender, or had no event id, is counted with its
 // shape (contract.Shape: names, never values), so the report can say what
 // it looked like.
-func (d *delivery) noteTraffic(outcome string, status int) {
+func (d *delivery) noteTraffic(outcome string, status int, now time.Time) {
 	sender, shape, rules := "", "", ""
 	var from netip.Prefix
 	switch strings.TrimPrefix(outcome, "would_") {
@@ -176,7 +187,7 @@ func (d *delivery) noteTraffic(outcome string, status int) {
 	if d.s != nil {
 		sender, rules = d.s.Name, d.p.rulesTag(d.s.Name)
 	}
-	d.p.traffic.note(sender, d.rt.Path, outcome, status, rules, from, shape, d.siteTime)
+	d.p.traffic.note(now, sender, d.rt.Path, outcome, status, rules, from, shape, d.siteTime)
 }
 
 // rulesTag is the tag of the sender's rules in force (SetContract).

@@ -28,9 +28,9 @@ func TestTrafficBatchFoldsShapes(t *testing.T) {
 	tc := newTrafficCounter(s, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
 	const flood = 2 * maxTrafficPending
 	for i := range flood {
-		tc.note("", "/p", OutcomeUnmatched, 0, "", netip.Prefix{}, fmt.Sprintf("POST; form: junk%d", i), 0)
+		tc.note(time.Now(), "", "/p", OutcomeUnmatched, 0, "", netip.Prefix{}, fmt.Sprintf("POST; form: junk%d", i), 0)
 	}
-	tc.note("shop", "/p", OutcomeProcessed, 200, "", netip.Prefix{}, "", time.Millisecond)
+	tc.note(time.Now(), "shop", "/p", OutcomeProcessed, 200, "", netip.Prefix{}, "", time.Millisecond)
 	tc.mu.Lock()
 	pending, dropped := len(tc.pending), tc.dropped
 	tc.mu.Unlock()
@@ -53,5 +53,31 @@ func TestTrafficBatchFoldsShapes(t *testing.T) {
 	}
 	if n != flood+1 || other != flood-dedupe.MaxTrafficShapes || !processed {
 		t.Fatalf("stored %d deliveries (%d under other shapes, shop counted: %v), want %d (%d)", n, other, processed, flood+1, flood-dedupe.MaxTrafficShapes)
+	}
+}
+
+// unixDay is dedupe.TrafficDay without the calendar, for any instant and
+// zone: the counter's day and the TrafficCount's Day are the ones
+// TrafficDay gives.
+func TestUnixDayIsTrafficDay(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.FixedZone("MSK", 3*3600), time.FixedZone("HST", -10*3600)}
+	base := time.Date(2026, 12, 3, 23, 59, 59, 999_999_999, time.UTC)
+	instants := []time.Time{base, base.Add(time.Nanosecond), time.Unix(0, 0), time.Unix(-1, 0), time.Unix(86399, 0),
+		time.Date(2024, 2, 29, 12, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 0, 0, 1, 0, time.UTC), time.Now()}
+	for i := range 1000 {
+		instants = append(instants, base.Add(time.Duration(i)*37*time.Minute+time.Duration(i)*time.Millisecond))
+	}
+	for _, at := range instants {
+		for _, z := range zones {
+			in := at.In(z)
+			want := dedupe.TrafficDay(in)
+			got := unixDay(in)
+			if got != want.Unix() {
+				t.Fatalf("unixDay(%v) = %d, want %d (%v)", in, got, want.Unix(), want)
+			}
+			if day := time.Unix(got, 0).UTC(); day != want {
+				t.Fatalf("day of %v = %#v, want %#v", in, day, want)
+			}
+		}
 	}
 }

@@ -164,6 +164,18 @@ func (c *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	return res, err
 }
 
+// Duplicate answers from memory alone what Claim would answer from
+// memory: the record of a recently seen done record of the key with the
+// same payload hash (ok), without a context, an owner or a store call. A
+// caller on the request path asks it first and claims only when it is not
+// ok.
+func (c *Store) Duplicate(sender, key, payloadHash string) (dedupe.Record, bool) {
+	if rec, ok := c.get(sender, key); ok && rec.PayloadHash == payloadHash {
+		return rec, true
+	}
+	return dedupe.Record{}, false
+}
+
 func (c *Store) Release(ctx context.Context, sender, key, owner string, att dedupe.Attempt) error {
 	c.evict(sender, key)
 	return c.Store.Release(ctx, sender, key, owner, att)

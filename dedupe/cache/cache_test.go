@@ -119,3 +119,43 @@ func TestPurgeEmptiesTheCache(t *testing.T) {
 		t.Fatalf("after Purge: %v, want Claimed", got)
 	}
 }
+
+// Duplicate answers from memory exactly what Claim would answer from
+// memory, and nothing else: no record it has not seen done, no other
+// payload, nothing past the TTL or after a local removal.
+func TestDuplicateIsClaimsMemoryAlone(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	real := &counting{Store: openSQLite(t)}
+	s := cache.New(real, cache.Options{TTL: time.Second, Now: clock}).(*cache.Store)
+	done(t, s, "a", "h1")
+	if _, ok := s.Duplicate("s", "a", "h1"); ok {
+		t.Fatal("answered a record it never saw as a duplicate")
+	}
+	before := real.claims.Load()
+	claim(t, s, "a", "h1") // the store's duplicate fills the cache
+	rec, ok := s.Duplicate("s", "a", "h1")
+	if !ok || rec.Response == nil || rec.Response.Status != 201 || rec.Key != "a" {
+		t.Fatalf("Duplicate = %+v, %v; want the stored answer", rec, ok)
+	}
+	if _, ok := s.Duplicate("s", "a", "h2"); ok {
+		t.Fatal("answered another payload as a duplicate")
+	}
+	if _, ok := s.Duplicate("other", "a", "h1"); ok {
+		t.Fatal("answered another sender's key")
+	}
+	if got := real.claims.Load() - before; got != 1 {
+		t.Fatalf("Duplicate reached the store: %d claims, want 1", got)
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := s.Duplicate("s", "a", "h1"); ok {
+		t.Fatal("answered past the TTL")
+	}
+	claim(t, s, "a", "h1")
+	if err := s.Forget(context.Background(), "s", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Duplicate("s", "a", "h1"); ok {
+		t.Fatal("answered after Forget")
+	}
+}
