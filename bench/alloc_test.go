@@ -38,8 +38,8 @@ func BenchmarkDelivery(b *testing.B) {
 			r := newAllocRig(b, st.open(b))
 			b.Run("new", func(b *testing.B) {
 				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					r.deliver(b, "new-"+strconv.Itoa(i), false)
+				for b.Loop() {
+					r.deliver(b, "new-"+strconv.FormatInt(r.n.Add(1), 10), false)
 				}
 			})
 			b.Run("new/senders=32", func(b *testing.B) {
@@ -53,10 +53,11 @@ func BenchmarkDelivery(b *testing.B) {
 				})
 			})
 			b.Run("duplicate", func(b *testing.B) {
-				r.deliver(b, "dup", false)
+				key := "dup-" + strconv.FormatInt(r.n.Add(1), 10)
+				r.deliver(b, key, false)
 				b.ReportAllocs()
 				for b.Loop() {
-					r.deliver(b, "dup", true)
+					r.deliver(b, key, true)
 				}
 			})
 		})
@@ -160,7 +161,7 @@ func allocated(n int, f func(i int)) (bytes, allocs int64) {
 type allocRig struct {
 	px  *proxy.Proxy
 	req *reusedRequest // deliver's, for one goroutine
-	n   atomic.Int64   // numbers the keys of parallel runs
+	n   atomic.Int64   // numbers the keys, so that -count runs again on the same rig
 }
 
 // reusedRequest is one webhook request and response writer, reused for
