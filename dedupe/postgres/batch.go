@@ -76,6 +76,28 @@ type claimItem struct {
 	// abandoned: the caller left before the answer (wait); the caller's
 	// alone to write and read, never the batcher's.
 	abandoned bool
+	// batch is the batch of more than one item that carries it, once
+	// sent (leftEarly: its caller left before); whichever of the caller
+	// leaving and the batcher setting it comes second counts the leave.
+	batch atomic.Pointer[batchWait]
+}
+
+// batchWait ends the context of a batch of several items when the last of
+// their callers has left (its context ended while it waited): the batch
+// lasts while any of them still waits. The callers count themselves out
+// (wait), so the batch registers nothing on their contexts.
+type batchWait struct {
+	waiting atomic.Int64
+	cancel  context.CancelFunc
+}
+
+// leftEarly marks an item whose caller left before its batch was sent.
+var leftEarly = new(batchWait)
+
+func (w *batchWait) leave() {
+	if w.waiting.Add(-1) == 0 {
+		w.cancel()
+	}
 }
 
 // claimBatcher group-commits claim statements: the claims waiting at the
@@ -150,12 +172,16 @@ func (s *Store) wait(ctx context.Context, it *claimItem) error {
 	it.ctx = ctx
 	it.rec, it.tag, it.err = dedupe.Record{}, pgconn.CommandTag{}, nil
 	it.won, it.found, it.claimable = false, false, false
+	it.batch.Store(nil)
 	s.enqueue(it)
 	select {
 	case <-it.done:
 		return nil
 	case <-ctx.Done():
 		it.abandoned = true
+		if w := it.batch.Swap(leftEarly); w != nil {
+			w.leave()
+		}
 		return context.Cause(ctx)
 	}
 }
@@ -271,15 +297,12 @@ func (s *Store) sendClaims(f *flusher) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(context.Background())
 		defer cancel()
-		var waiting atomic.Int64
-		waiting.Store(int64(len(items)))
+		w := &batchWait{cancel: cancel}
+		w.waiting.Store(int64(len(items)))
 		for _, it := range items {
-			stop := context.AfterFunc(it.ctx, func() {
-				if waiting.Add(-1) == 0 {
-					cancel()
-				}
-			})
-			defer stop()
+			if it.batch.Swap(w) == leftEarly {
+				w.leave()
+			}
 		}
 	}
 
