@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/jackc/pgx/v5"
@@ -60,7 +61,7 @@ func encodeAttempt(a dedupe.Attempt) (string, error) {
 		_, err := json.Marshal(v)
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
-	return string(appendAttemptJSON(make([]byte, 0, 160), v)), nil
+	return ownedString(appendAttemptJSON(make([]byte, 0, 160), v)), nil
 }
 
 // appendAttemptJSON appends v as encoding/json writes it (the same bytes:
@@ -123,7 +124,14 @@ func encodeHeader(h http.Header) string {
 		}
 		b = append(b, ']')
 	}
-	return string(append(b, '}'))
+	return ownedString(append(b, '}'))
+}
+
+// ownedString is b as a string without a copy: for a buffer made by its
+// caller for this string alone, never written again (nor kept) once
+// passed here.
+func ownedString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // appendJSONString appends s quoted as encoding/json quotes it: a string
