@@ -235,12 +235,18 @@ func (s *Store) flushClaims() {
 		n := min(len(b.queue), maxClaimBatch)
 		if n == 0 {
 			b.running--
-			b.queue = nil
+			if cap(b.queue) > 4*maxClaimBatch {
+				b.queue = nil // a burst's queue is not kept
+			}
 			b.mu.Unlock()
 			return
 		}
 		f.items = append(f.items[:0], b.queue[:n]...)
-		b.queue = b.queue[n:]
+		// The rest moves to the front: the queue keeps its array, so a
+		// claim queued after a quiet moment does not allocate a new one.
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
 		b.lastSent = time.Now()
 		b.mu.Unlock()
 		s.sendClaims(f)
