@@ -2,6 +2,7 @@ package contract
 
 import (
 	"strconv"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -22,7 +23,8 @@ func (q *Request) EachField(fn func(name, value string)) {
 	}
 	if root, err := q.jsonRoot(); err == nil {
 		if root.IsObject() || root.IsArray() {
-			eachJSON("", root, 0, fn)
+			w := jsonFields{fn: fn}
+			w.each("", root, 0)
 		}
 		return
 	}
@@ -31,29 +33,55 @@ func (q *Request) EachField(fn func(name, value string)) {
 	}
 }
 
-func eachJSON(path string, v gjson.Result, depth int, fn func(name, value string)) {
+// jsonFields walks a JSON body for EachField. The dotted names of nested
+// fields are appended to one growing buffer and handed out as strings
+// over it (a name is never written again once handed out; a buffer that
+// grows moves on to a new array and leaves the old one, still referenced,
+// as it was): one allocation for a body's names, not one per field.
+type jsonFields struct {
+	fn    func(name, value string)
+	names []byte
+}
+
+func (w *jsonFields) each(path string, v gjson.Result, depth int) {
 	switch {
 	case v.IsObject() || v.IsArray():
 		if depth >= maxFieldDepth {
-			fn(path, v.Raw)
+			w.fn(path, v.Raw)
 			return
 		}
+		array := v.IsArray()
 		i := 0
 		v.ForEach(func(k, e gjson.Result) bool {
-			name := k.Str
-			if v.IsArray() {
-				name = strconv.Itoa(i)
-			}
+			w.each(w.name(path, k.Str, array, i), e, depth+1)
 			i++
-			if path != "" {
-				name = path + "." + name
-			}
-			eachJSON(name, e, depth+1, fn)
 			return true
 		})
 	case v.Type == gjson.String:
-		fn(path, v.Str)
+		w.fn(path, v.Str)
 	default:
-		fn(path, v.Raw)
+		w.fn(path, v.Raw)
 	}
+}
+
+// name is the path of a member (key) or an array item (index i) of path.
+func (w *jsonFields) name(path, key string, array bool, i int) string {
+	if path == "" {
+		if array {
+			return strconv.Itoa(i)
+		}
+		return key // the body's own bytes (or gjson's unescaped copy)
+	}
+	if w.names == nil {
+		w.names = make([]byte, 0, 256)
+	}
+	start := len(w.names)
+	w.names = append(w.names, path...)
+	w.names = append(w.names, '.')
+	if array {
+		w.names = strconv.AppendInt(w.names, int64(i), 10)
+	} else {
+		w.names = append(w.names, key...)
+	}
+	return unsafe.String(&w.names[start], len(w.names)-start)
 }

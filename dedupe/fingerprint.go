@@ -71,13 +71,10 @@ func Fingerprint(key []byte, each func(func(name, value string))) []byte {
 	}
 	fb := fpBuffers.Get().(*fpBuffer)
 	defer fpBuffers.Put(fb)
-	fields := fb.fields[:0]
-	each(func(name, value string) {
-		if len(fields) < 4*MaxFingerprintFields {
-			fields = append(fields, [2]string{cut(name, MaxFingerprintName), value})
-		}
-	})
-	fb.fields = fields[:0]
+	fb.fields = fb.fields[:0]
+	each(fb.addFn)
+	fields := fb.fields
+	defer clear(fields) // drop the references to the request's strings
 	if len(fields) == 0 {
 		return nil
 	}
@@ -106,23 +103,45 @@ func Fingerprint(key []byte, each func(func(name, value string))) []byte {
 		out = binary.AppendUvarint(out, uint64(len(f[0])))
 		out = append(out, f[0]...)
 		fb.mac.Reset()
-		digestInto(fb.mac, f[0], f[1])
+		// One Write of the message from a buffer kept with the HMAC: a
+		// string or a literal handed to the hash.Hash interface would be
+		// copied to the heap, three times a field.
+		fb.msg = append(append(append(fb.msg[:0], f[0]...), 0), f[1]...)
+		fb.mac.Write(fb.msg)
 		out = append(out, fb.mac.Sum(fb.sum[:0])[:FingerprintDigestLen]...)
 	}
-	clear(fields) // drop the references to the request's strings
+	if cap(fb.msg) > 64<<10 {
+		fb.msg = nil // a huge value is not kept for the next delivery
+	}
 	return out
 }
 
 // fpBuffer is what Fingerprint reuses from one delivery to the next: the
-// fields' slice and the HMAC under the install's key.
+// fields' slice, the callback that fills it (a method value made once,
+// not a closure per call), the message buffer and the HMAC under the
+// install's key.
 type fpBuffer struct {
 	fields [][2]string
+	addFn  func(name, value string)
+	msg    []byte
 	key    []byte
 	mac    hash.Hash
 	sum    [sha256.Size]byte
 }
 
-var fpBuffers = sync.Pool{New: func() any { return &fpBuffer{fields: make([][2]string, 0, 32)} }}
+// add collects one field: the first 4×MaxFingerprintFields given, names
+// cut to MaxFingerprintName.
+func (fb *fpBuffer) add(name, value string) {
+	if len(fb.fields) < 4*MaxFingerprintFields {
+		fb.fields = append(fb.fields, [2]string{cut(name, MaxFingerprintName), value})
+	}
+}
+
+var fpBuffers = sync.Pool{New: func() any {
+	fb := &fpBuffer{fields: make([][2]string, 0, 32), msg: make([]byte, 0, 256)}
+	fb.addFn = fb.add
+	return fb
+}}
 
 func digestInto(m hash.Hash, name, value string) {
 	io.WriteString(m, name)

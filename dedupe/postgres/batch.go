@@ -69,8 +69,35 @@ type claimItem struct {
 	// itemFirst
 	won, found, claimable bool
 
-	err  error // nil, pgx.ErrNoRows, errSolo, or the batch's error
-	done chan struct{}
+	err  error         // nil, pgx.ErrNoRows, errSolo, or the batch's error
+	done chan struct{} // one value when answered (capacity 1)
+	// argBuf holds args (getItem): up to the claim statements' nine.
+	argBuf [9]any
+	// abandoned: the caller left before the answer (wait); the caller's
+	// alone to write and read, never the batcher's.
+	abandoned bool
+	// batch is the batch of more than one item that carries it, once
+	// sent (leftEarly: its caller left before); whichever of the caller
+	// leaving and the batcher setting it comes second counts the leave.
+	batch atomic.Pointer[batchWait]
+}
+
+// batchWait ends the context of a batch of several items when the last of
+// their callers has left (its context ended while it waited): the batch
+// lasts while any of them still waits. The callers count themselves out
+// (wait), so the batch registers nothing on their contexts.
+type batchWait struct {
+	waiting atomic.Int64
+	cancel  context.CancelFunc
+}
+
+// leftEarly marks an item whose caller left before its batch was sent.
+var leftEarly = new(batchWait)
+
+func (w *batchWait) leave() {
+	if w.waiting.Add(-1) == 0 {
+		w.cancel()
+	}
 }
 
 // claimBatcher group-commits claim statements: the claims waiting at the
@@ -100,39 +127,86 @@ type claimBatcher struct {
 	claims  atomic.Int64 // statements they carried
 }
 
-// claim runs claimSQL with args through the batcher and answers the row it
-// returned, pgx.ErrNoRows, errSolo or an error. It returns when its
+// The callers of claim, first and exec own the item they pass (getItem)
+// and give it back (putItem) when they are done with its args; an item
+// whose caller left before its answer stays the batcher's (putItem does
+// not take it back). An item answered may be sent again.
+
+// claim runs claimSQL with it's args through the batcher and answers the
+// row it returned, pgx.ErrNoRows, errSolo or an error. It returns when its
 // context ends, whatever the batch is doing; a claim that its batch then
 // commits is an ambiguous one, for the caller to report as such.
-func (s *Store) claim(ctx context.Context, args []any) (dedupe.Record, error) {
-	it, err := s.wait(&claimItem{ctx: ctx, kind: itemClaim, args: args})
-	return it.rec, err
+func (s *Store) claim(ctx context.Context, it *claimItem) (dedupe.Record, error) {
+	it.kind = itemClaim
+	if err := s.wait(ctx, it); err != nil {
+		return dedupe.Record{}, err
+	}
+	return it.rec, it.err
 }
 
-// first runs a delivery's first try (itemFirst) through the batcher; args
-// are claimSQL's.
-func (s *Store) first(ctx context.Context, args []any) (*claimItem, error) {
-	return s.wait(&claimItem{ctx: ctx, kind: itemFirst, args: args})
+// first runs a delivery's first try (itemFirst) through the batcher; it's
+// args are claimSQL's. Its answer is in it (won, found, claimable, rec).
+func (s *Store) first(ctx context.Context, it *claimItem) error {
+	it.kind = itemFirst
+	if err := s.wait(ctx, it); err != nil {
+		return err
+	}
+	return it.err
 }
 
 // exec runs a fenced write (args begin with sender and key, or with scope
 // and object when it writes hookonce_objects) through the batcher, as
 // claim does, and answers its command tag.
-func (s *Store) exec(ctx context.Context, objects bool, sql string, args []any) (pgconn.CommandTag, error) {
-	it, err := s.wait(&claimItem{ctx: ctx, kind: itemExec, sql: sql, args: args, objects: objects})
-	return it.tag, err
+func (s *Store) exec(ctx context.Context, objects bool, sql string, it *claimItem) (pgconn.CommandTag, error) {
+	it.kind, it.sql, it.objects = itemExec, sql, objects
+	if err := s.wait(ctx, it); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return it.tag, it.err
 }
 
-func (s *Store) wait(it *claimItem) (*claimItem, error) {
-	ctx := it.ctx
-	it.done = make(chan struct{})
+// wait queues it under ctx and waits for its answer (nil: read it from
+// it) or for ctx to end (ctx's cause: it is left to the batcher, which
+// may still answer it, and never reused).
+func (s *Store) wait(ctx context.Context, it *claimItem) error {
+	it.ctx = ctx
+	it.rec, it.tag, it.err = dedupe.Record{}, pgconn.CommandTag{}, nil
+	it.won, it.found, it.claimable = false, false, false
+	it.batch.Store(nil)
 	s.enqueue(it)
 	select {
 	case <-it.done:
-		return it, it.err
+		return nil
 	case <-ctx.Done():
-		return &claimItem{}, context.Cause(ctx)
+		it.abandoned = true
+		if w := it.batch.Swap(leftEarly); w != nil {
+			w.leave()
+		}
+		return context.Cause(ctx)
 	}
+}
+
+// Items are pooled, each with its answer's channel (buffered: the batcher
+// answers an item once, never blocking, whether or not its caller still
+// waits) and room for its arguments: a claim or a write would otherwise
+// allocate all three.
+var itemPool = sync.Pool{New: func() any { return &claimItem{done: make(chan struct{}, 1)} }}
+
+// getItem is a pooled item whose args are args.
+func getItem(args ...any) *claimItem {
+	it := itemPool.Get().(*claimItem)
+	it.args = append(it.argBuf[:0], args...)
+	return it
+}
+
+// putItem gives back an item whose caller is done with it, unless the
+// batcher may still answer it (its caller left first).
+func putItem(it *claimItem) {
+	if it.abandoned {
+		return
+	}
+	*it = claimItem{done: it.done}
+	itemPool.Put(it)
 }
 
 func (s *Store) enqueue(items ...*claimItem) {
@@ -154,32 +228,66 @@ func (s *Store) enqueue(items ...*claimItem) {
 // flushClaims sends batches until the queue is empty.
 func (s *Store) flushClaims() {
 	b := &s.batcher
+	f := flushers.Get().(*flusher)
+	defer flushers.Put(f)
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), maxClaimBatch)
 		if n == 0 {
 			b.running--
-			b.queue = nil
+			if cap(b.queue) > 4*maxClaimBatch {
+				b.queue = nil // a burst's queue is not kept
+			}
 			b.mu.Unlock()
 			return
 		}
-		items := make([]*claimItem, n)
-		copy(items, b.queue)
-		b.queue = b.queue[n:]
+		f.items = append(f.items[:0], b.queue[:n]...)
+		// The rest moves to the front: the queue keeps its array, so a
+		// claim queued after a quiet moment does not allocate a new one.
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
 		b.lastSent = time.Now()
 		b.mu.Unlock()
-		s.sendClaims(items)
+		s.sendClaims(f)
+		clear(f.items[:n]) // the items go back to their callers' pool
 	}
 }
 
-// sendClaims sends one batch and answers each of its items.
-func (s *Store) sendClaims(all []*claimItem) {
+// flusher is what one flushClaims reuses from batch to batch: the items
+// taken, their answers, and the batch's queued statements.
+type flusher struct {
+	items  []*claimItem
+	ans    []answer
+	batch  pgx.Batch
+	queued []pgx.QueuedQuery
+}
+
+var flushers = sync.Pool{New: func() any { return new(flusher) }}
+
+// queue adds a statement to f's batch, in a QueuedQuery of f's own (the
+// literal zeroes what pgx kept in it from the previous batch).
+func (f *flusher) queue(sql string, args []any) {
+	f.queued = append(f.queued, pgx.QueuedQuery{SQL: sql, Arguments: args})
+}
+
+// answer is one item's answer, written to the item only once the batch
+// has committed.
+type answer struct {
+	rec                   dedupe.Record
+	tag                   pgconn.CommandTag
+	won, found, claimable bool
+	err                   error
+}
+
+// sendClaims sends one batch of f.items and answers each of them.
+func (s *Store) sendClaims(f *flusher) {
 	// An item whose caller is gone is answered, not sent.
-	items := all[:0:0]
-	for _, it := range all {
+	items := f.items[:0]
+	for _, it := range f.items {
 		if err := it.ctx.Err(); err != nil {
 			it.err = context.Cause(it.ctx) // the caller wraps it in ErrUnavailable
-			close(it.done)
+			it.done <- struct{}{}
 			continue
 		}
 		items = append(items, it)
@@ -195,15 +303,12 @@ func (s *Store) sendClaims(all []*claimItem) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(context.Background())
 		defer cancel()
-		var waiting atomic.Int64
-		waiting.Store(int64(len(items)))
+		w := &batchWait{cancel: cancel}
+		w.waiting.Store(int64(len(items)))
 		for _, it := range items {
-			stop := context.AfterFunc(it.ctx, func() {
-				if waiting.Add(-1) == 0 {
-					cancel()
-				}
-			})
-			defer stop()
+			if it.batch.Swap(w) == leftEarly {
+				w.leave()
+			}
 		}
 	}
 
@@ -217,30 +322,34 @@ func (s *Store) sendClaims(all []*claimItem) {
 			boolCmp(a.objects, b.objects))
 	})
 
-	batch := &pgx.Batch{}
-	batch.Queue(s.begin)
+	f.queued = f.queued[:0]
+	f.queue(s.begin, nil)
 	for _, it := range items {
 		switch it.kind {
 		case itemClaim:
-			batch.Queue(claimSQL, it.args...)
+			f.queue(claimSQL, it.args)
 		case itemFirst:
-			batch.Queue(firstSQL, it.args...)
+			f.queue(firstSQL, it.args)
 		case itemExec:
-			batch.Queue(it.sql, it.args...)
+			f.queue(it.sql, it.args)
 		}
 	}
-	batch.Queue("COMMIT")
+	f.queue("COMMIT", nil)
+	f.batch.QueuedQueries = f.batch.QueuedQueries[:0]
+	for i := range f.queued {
+		f.batch.QueuedQueries = append(f.batch.QueuedQueries, &f.queued[i])
+	}
+	batch := &f.batch
+	defer func() {
+		clear(f.queued) // no arguments kept past the batch
+		clear(f.batch.QueuedQueries)
+	}()
 	s.batcher.batches.Add(1)
 	s.batcher.claims.Add(int64(len(items)))
 
-	// Answers, written to the items only once the batch has committed.
-	type answer struct {
-		rec                   dedupe.Record
-		tag                   pgconn.CommandTag
-		won, found, claimable bool
-		err                   error
-	}
-	ans := make([]answer, len(items))
+	f.ans = append(f.ans[:0], make([]answer, len(items))...)
+	ans := f.ans
+	defer clear(ans)
 	err := func() error {
 		conn, err := s.pool.Acquire(ctx)
 		if err != nil {
@@ -268,7 +377,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 					return a.err
 				}
 			case itemFirst:
-				rec, err := scanRecord(br.QueryRow(), &a.won, &a.claimable)
+				rec, err := scanFirst(br.QueryRow(), &a.won, &a.claimable)
 				switch {
 				case err == nil:
 					a.rec, a.found = rec, true
@@ -316,7 +425,7 @@ func (s *Store) sendClaims(all []*claimItem) {
 			// (ambiguousClaim), as after a claim statement of its own.
 			it.err = err
 		}
-		close(it.done)
+		it.done <- struct{}{}
 	}
 }
 

@@ -95,12 +95,22 @@ RETURNING ` + recordCols
 // committed after this statement's snapshot was taken (the insert waited
 // for it, and the read cannot see it): Claim then reads again in a
 // statement of its own.
+//
+// A won row carries only what the database chose, the lease and the times
+// (the other columns NULL): the rest is the claim's own request, which
+// Claim fills in (claimWon) as the record holds it, rather than have the
+// server send back the key, hash, owner, body, head and fingerprint it
+// was just given, and the client decode them (a head's JSON included).
 var firstSQL = `
 WITH ins AS (
 ` + claimSQL[:strings.Index(claimSQL, "ON CONFLICT")] + `ON CONFLICT (sender, key) DO NOTHING
-RETURNING ` + recordCols + `
+RETURNING lease_until, received_at, expires_at
 )
-SELECT true, false, ins.* FROM ins
+SELECT true, false, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, ins.lease_until,
+	ins.received_at, NULL::timestamptz, ins.expires_at, NULL::bigint, NULL::bigint,
+	NULL::integer, NULL::jsonb, NULL::bytea, NULL::boolean, NULL::bytea,
+	NULL::jsonb, NULL::jsonb, NULL::bytea
+FROM ins
 UNION ALL
 SELECT false, (` + newCond("r", "n.t") + ` OR ` + takeoverCond("r", "n.t", "$3::text") + `), ` + recordCols + `
 FROM hookonce_records r, (SELECT clock_timestamp() AS t) n
@@ -119,26 +129,27 @@ WHERE r.sender = $1::text AND r.key = $2::text AND NOT EXISTS (SELECT 1 FROM ins
 // between), the loop reads again in a new statement; a row that vanished or
 // expired in between is tried again, at most claimAttempts times.
 func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	op := "claim " + req.Sender + "/" + req.Key
 	head, err := encodeRequestHead(req.Request)
 	if err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", op, err)
+		return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w", claimOp(req), err)
 	}
 	req.ClaimFingerprint()
+	it := getItem(req.Sender, req.Key, req.PayloadHash,
+		req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint)
+	defer putItem(it)
+	args := it.args
 	if !s.solo {
-		args := []any{req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint}
-		it, err := s.first(ctx, args)
+		err := s.first(ctx, it)
 		switch {
 		case err == nil && it.won:
-			return ownClaim(it.rec), nil
+			return dedupe.ClaimResult{Found: dedupe.Claimed, Record: claimWon(req, it.rec)}, nil
 		case err == nil && it.found && !it.claimable:
 			return dedupe.ClaimResult{Found: dedupe.Standing(it.rec, req.PayloadHash), Record: it.rec}, nil
 		case err == nil, errors.Is(err, errSolo):
 			// A record that gives way, one that vanished between the two
 			// statements, or a batch to try again alone: the loop.
 		default:
-			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, op, req, err)
+			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, req, err)
 		}
 	}
 	for range claimAttempts {
@@ -149,13 +160,11 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		case err == nil && !claimable:
 			return dedupe.ClaimResult{Found: dedupe.Standing(rec, req.PayloadHash), Record: rec}, nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return dedupe.ClaimResult{}, fail(op, err)
+			return dedupe.ClaimResult{}, fail(claimOp(req), err)
 		}
-		args := []any{req.Sender, req.Key, req.PayloadHash,
-			req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, head, req.Fingerprint}
 		err = errSolo
 		if !s.solo {
-			rec, err = s.claim(ctx, args)
+			rec, err = s.claim(ctx, it)
 		}
 		if errors.Is(err, errSolo) {
 			err = s.confirmed(ctx, func(c querier) (err error) {
@@ -167,11 +176,26 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		case err == nil:
 			return ownClaim(rec), nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, op, req, err)
+			return dedupe.ClaimResult{}, s.ambiguousClaim(ctx, req, err)
 		}
 	}
-	return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w: the record kept changing under %d attempts", op, dedupe.ErrUnavailable, claimAttempts)
+	return dedupe.ClaimResult{}, fmt.Errorf("postgres %s: %w: the record kept changing under %d attempts", claimOp(req), dedupe.ErrUnavailable, claimAttempts)
 }
+
+// claimWon is the record firstSQL inserted for req, as a read of it
+// answers: times is the won row (its lease and times), the rest is what
+// the insert wrote (a new record: processing, no hits, takeovers,
+// attempts or answer; the request's body, head and fingerprint). Like
+// SQLite's claim, the record shares req's request rather than a copy.
+func claimWon(req dedupe.ClaimRequest, times dedupe.Record) dedupe.Record {
+	return dedupe.Record{Sender: req.Sender, Key: req.Key, State: dedupe.StateProcessing, PayloadHash: req.PayloadHash,
+		Owner: req.Owner, LeaseUntil: times.LeaseUntil, ReceivedAt: times.ReceivedAt, ExpiresAt: times.ExpiresAt,
+		RequestBody: req.RequestBody, Request: req.Request, Fingerprint: req.Fingerprint}
+}
+
+// claimOp names a claim in its errors (made only for an error: a claim
+// that succeeds allocates no message).
+func claimOp(req dedupe.ClaimRequest) string { return "claim " + req.Sender + "/" + req.Key }
 
 func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
 	if rec.Takeovers > 0 {
@@ -188,7 +212,8 @@ func ownClaim(rec dedupe.Record) dedupe.ClaimResult {
 // guess, and never ownership: what the read sees may not survive a
 // failover (trap 35). The caller does not forward, and a claim that did
 // land frees after its lease.
-func (s *Store) ambiguousClaim(ctx context.Context, op string, req dedupe.ClaimRequest, err error) error {
+func (s *Store) ambiguousClaim(ctx context.Context, req dedupe.ClaimRequest, err error) error {
+	op := claimOp(req)
 	if ctx.Err() != nil || !isUnavailable(err) {
 		return fail(op, err)
 	}

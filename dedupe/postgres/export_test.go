@@ -24,7 +24,7 @@ func ClaimBatches(s *Store) (batches, claims int64) {
 func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimRequest) ([]dedupe.Record, []error) {
 	items := make([]*claimItem, len(reqs))
 	for i, req := range reqs {
-		items[i] = &claimItem{ctx: ctxs[i], done: make(chan struct{}), args: []any{req.Sender, req.Key,
+		items[i] = &claimItem{ctx: ctxs[i], done: make(chan struct{}, 1), args: []any{req.Sender, req.Key,
 			req.PayloadHash, req.Owner, micros(req.Lease), micros(req.TTL), req.RequestBody, nil, req.Fingerprint}}
 	}
 	s.enqueue(items...)

@@ -2,14 +2,18 @@ package postgres
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Column list shared by every read of a record.
@@ -57,7 +61,7 @@ func encodeAttempt(a dedupe.Attempt) (string, error) {
 		_, err := json.Marshal(v)
 		return "", fmt.Errorf("encode attempt: %w", err)
 	}
-	return string(appendAttemptJSON(make([]byte, 0, 160), v)), nil
+	return ownedString(appendAttemptJSON(make([]byte, 0, 160), v)), nil
 }
 
 // appendAttemptJSON appends v as encoding/json writes it (the same bytes:
@@ -120,7 +124,14 @@ func encodeHeader(h http.Header) string {
 		}
 		b = append(b, ']')
 	}
-	return string(append(b, '}'))
+	return ownedString(append(b, '}'))
+}
+
+// ownedString is b as a string without a copy: for a buffer made by its
+// caller for this string alone, never written again (nor kept) once
+// passed here.
+func ownedString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // appendJSONString appends s quoted as encoding/json quotes it: a string
@@ -198,38 +209,54 @@ func scanRecordPending(row pgx.Row) (dedupe.Record, error) {
 // scanRecordTail scans recordCols, after the extra destinations given
 // first and before those of tail.
 func scanRecordTail(row pgx.Row, tail []any, extra ...any) (dedupe.Record, error) {
-	var (
-		r                  dedupe.Record
-		state              string
-		lease, completed   *time.Time
-		status             *int32
-		headers, body, req []byte
-		head, attempts, fp []byte
-		truncated          bool
-	)
-	dest := append(extra, &r.Sender, &r.Key, &state, &r.PayloadHash, &r.Owner, &lease,
-		&r.ReceivedAt, &completed, &r.ExpiresAt, &r.Hits, &r.Takeovers,
-		&status, &headers, &body, &truncated, &req, &head, &attempts, &fp)
+	return scanRecordRow(row, nil, tail, extra...)
+}
+
+// scanFirst scans a row of firstSQL: won, claimable and the record, of
+// which a won row (an insert) has only the times.
+func scanFirst(row pgx.Row, won, claimable *bool) (dedupe.Record, error) {
+	return scanRecordRow(row, won, nil, won, claimable)
+}
+
+// scanRecordRow is scanRecordTail; when won (one of extra) is set by the
+// scan, the row is firstSQL's insert and answers only its times.
+func scanRecordRow(row pgx.Row, won *bool, tail []any, extra ...any) (dedupe.Record, error) {
+	rs := recordScans.Get().(*recordScan)
+	defer rs.put()
+	dest := append(rs.dest[:0], extra...)
+	dest = append(dest, &rs.sender, &rs.key, &rs.state, &rs.hash, &rs.owner, &rs.lease,
+		&rs.received, &rs.completed, &rs.expires, &rs.hits, &rs.takeovers,
+		&rs.status, &rs.headers, &rs.body, &rs.truncated, &rs.req, &rs.head, &rs.attempts, &rs.fp)
 	dest = append(dest, tail...)
 	if err := row.Scan(dest...); err != nil {
 		return dedupe.Record{}, err
 	}
-	r.State = dedupe.State(state)
-	if lease != nil {
-		r.LeaseUntil = *lease
+	if won != nil && *won {
+		// firstSQL's insert: the times alone (claimWon adds the rest).
+		return dedupe.Record{LeaseUntil: rs.lease.Time, ReceivedAt: rs.received.Time, ExpiresAt: rs.expires.Time}, nil
 	}
-	if completed != nil {
-		r.CompletedAt = *completed
+	if !rs.sender.Valid || !rs.key.Valid || !rs.state.Valid || !rs.hash.Valid || !rs.owner.Valid || !rs.received.Valid ||
+		!rs.expires.Valid || !rs.hits.Valid || !rs.takeovers.Valid || !rs.truncated.Valid {
+		return dedupe.Record{}, errors.New("scan record: NULL in a column that has none")
 	}
-	r.RequestBody, r.Fingerprint = req, fp
-	if head != nil {
+	r := dedupe.Record{Sender: rs.sender.String, Key: rs.key.String, State: dedupe.State(rs.state.String),
+		PayloadHash: rs.hash.String, Owner: rs.owner.String, ReceivedAt: rs.received.Time, ExpiresAt: rs.expires.Time,
+		Hits: rs.hits.Int64, Takeovers: rs.takeovers.Int64}
+	if rs.lease.Valid {
+		r.LeaseUntil = rs.lease.Time
+	}
+	if rs.completed.Valid {
+		r.CompletedAt = rs.completed.Time
+	}
+	r.RequestBody, r.Fingerprint = rs.req, rs.fp
+	if head := rs.head; head != nil {
 		var h requestHeadJSON
 		if err := json.Unmarshal(head, &h); err != nil {
 			return dedupe.Record{}, fmt.Errorf("decode stored request head: %w", err)
 		}
 		r.Request = &dedupe.StoredRequest{Method: h.Method, URI: h.URI, Header: h.Header, RemoteAddr: h.Remote}
 	}
-	if len(attempts) > 0 && string(attempts) != "[]" { // a new record's are "[]": nothing to decode
+	if attempts := rs.attempts; len(attempts) > 0 && string(attempts) != "[]" { // a new record's are "[]": nothing to decode
 		var as []attemptJSON
 		if err := json.Unmarshal(attempts, &as); err != nil {
 			return dedupe.Record{}, fmt.Errorf("decode stored attempts: %w", err)
@@ -242,16 +269,43 @@ func scanRecordTail(row pgx.Row, tail []any, extra ...any) (dedupe.Record, error
 			}
 		}
 	}
-	if status != nil {
-		resp := &dedupe.Response{Status: int(*status), Body: body, Truncated: truncated}
-		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+	if rs.status.Valid {
+		resp := &dedupe.Response{Status: int(rs.status.Int32), Body: rs.body, Truncated: rs.truncated.Bool}
+		if len(rs.headers) > 0 {
+			if err := json.Unmarshal(rs.headers, &resp.Header); err != nil {
 				return dedupe.Record{}, fmt.Errorf("decode stored headers: %w", err)
 			}
 		}
 		r.Response = resp
 	}
 	return r, nil
+}
+
+// recordScan is where scanRecordTail scans a row's recordCols: pooled, so
+// that a scan does not allocate each destination (and the slice of them)
+// on its own. Every column is a pgtype value (Valid), which scans as a
+// string, *time.Time or *int32 does, without allocating the value pointed
+// to, and takes the NULLs of firstSQL's won row; a NULL anywhere else in a
+// NOT NULL column is an error, as it was scanned into a string. What the
+// record keeps (strings, byte slices) pgx allocates anew for each row.
+type recordScan struct {
+	sender, key, state, hash, owner pgtype.Text
+	lease, received                 pgtype.Timestamptz
+	completed, expires              pgtype.Timestamptz
+	hits, takeovers                 pgtype.Int8
+	status                          pgtype.Int4
+	headers, body, req              []byte
+	head, attempts, fp              []byte
+	truncated                       pgtype.Bool
+	dest                            [32]any
+}
+
+var recordScans = sync.Pool{New: func() any { return new(recordScan) }}
+
+// put clears rs (no reference kept to a record's values) and pools it.
+func (rs *recordScan) put() {
+	*rs = recordScan{}
+	recordScans.Put(rs)
 }
 
 // micros passes a duration to SQL as `$n::bigint * interval '1 microsecond'`.

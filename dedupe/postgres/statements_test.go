@@ -1,6 +1,9 @@
 package postgres_test
 
 import (
+	"fmt"
+	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -69,5 +72,41 @@ func TestNewEventStatements(t *testing.T) {
 	}
 	if got := rec.ExpiresAt.Sub(rec.ReceivedAt); got != 72*time.Hour {
 		t.Fatalf("expires %v after received, want 72h", got)
+	}
+}
+
+// A new key's claim answers the record a read of it answers, field for
+// field: firstSQL's won row carries only the lease and the times, and the
+// rest is filled in from the claim's request (claimWon). Batched and
+// alone, with and without a kept request.
+func TestClaimWonRecordAsRead(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	ctx := ctxFor(t, 30*time.Second)
+	for _, batched := range []bool{true, false} {
+		postgres.SetClaimBatching(s, batched)
+		for _, kept := range []bool{true, false} {
+			req := claimReq(fmt.Sprintf("won-%v-%v", batched, kept), "hash-1")
+			req.Lease, req.TTL = 1234567*time.Microsecond, 72*time.Hour+time.Microsecond
+			if kept {
+				req.RequestBody = []byte(`{"id":"evt_1","amount":100}`)
+				req.Request = &dedupe.StoredRequest{Method: "POST", URI: "/hooks/shop?a=1",
+					Header: http.Header{"X-Event-Id": {"evt_1"}, "Content-Type": {"application/json"}}, RemoteAddr: "203.0.113.9:4711"}
+				req.Fingerprint = []byte{1, 2, 'i', 'd', 1, 2, 3, 4, 5, 6, 7, 8}
+			}
+			res, err := s.Claim(ctx, req)
+			if err != nil || res.Found != dedupe.Claimed {
+				t.Fatalf("claim %s: %v %v", req.Key, res.Found, err)
+			}
+			read, err := s.Get(ctx, req.Sender, req.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res.Record, read) {
+				t.Errorf("batched=%v kept=%v: claim answered\n%+v\na read answers\n%+v", batched, kept, res.Record, read)
+			}
+			if got := res.Record.ExpiresAt.Sub(res.Record.ReceivedAt); got != req.TTL {
+				t.Errorf("expires %v after received, want %v", got, req.TTL)
+			}
+		}
 	}
 }

@@ -31,10 +31,13 @@ func (s *Store) fenced(ctx context.Context, objects bool, op, sender, key, query
 // alone when its batch aborted or batching is off, and answers how many
 // rows it wrote. It returns when ctx ends, whatever the batch is doing.
 func (s *Store) write(ctx context.Context, objects bool, op, sender, key, query string, args ...any) (int64, error) {
-	args = append([]any{sender, key}, args...)
+	it := getItem(sender, key)
+	defer putItem(it)
+	it.args = append(it.args, args...)
+	args = it.args
 	tag, err := pgconn.CommandTag{}, errSolo
 	if !s.solo {
-		tag, err = s.exec(ctx, objects, query, args)
+		tag, err = s.exec(ctx, objects, query, it)
 	}
 	if errors.Is(err, errSolo) {
 		err = s.confirmed(ctx, func(c querier) (err error) {
@@ -99,7 +102,9 @@ UPDATE hookonce_records SET state = 'done', owner = NULL, lease_until = NULL,
 // not there: $1 sender, $2 key, $3 payload hash, $4 owner, $5 lease and
 // $6 ttl in microseconds, $7 the request body (bytea), $8 the request
 // head (JSON, or NULL), $9 the fingerprint (bytea, or NULL). It answers a row of two booleans (inserted,
-// claimable) and the record.
+// claimable) and the record's columns: of a key it inserted, only the
+// lease and the times (the others NULL: the store knows them, its claim
+// sent them), of a key that was there, the whole record.
 //
 // complete is Complete's UPDATE, fenced by the owner: $1 sender, $2 key,
 // $3 owner, $4 status, $5 the response headers (JSON, or NULL), $6 the

@@ -25,6 +25,7 @@ import (
 // Statements of the write path (the writer's transactions).
 const (
 	qSelectRecord = `SELECT ` + recordCols + ` FROM records WHERE sender = ? AND key = ?`
+	qClaimProbe   = `SELECT state, payload_hash, expires_at FROM records WHERE sender = ? AND key = ?`
 	qInsertClaim  = `INSERT OR REPLACE INTO records
 			(sender, key, state, payload_hash, owner, lease_until, received_at, expires_at, request_body, request_head, fingerprint)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -96,13 +97,13 @@ const (
 	qReleaseSavepoint  = `RELEASE item`
 )
 
-var writerQueries = []string{qSelectRecord, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
+var writerQueries = []string{qSelectRecord, qClaimProbe, qInsertClaim, qReclaimReleased, qTakeOver, qSelectAttempts,
 	qComplete, qRelease, qHold, qRenew, qInsertConflict, qAddHits, qSavepoint, qRollbackSavepoint, qReleaseSavepoint,
 	qSelectStateAttempts, qFree, qLockObject, qRenewObject, qUnlockObject,
 	qDefer, qTakeDue, qRenewPending, qSelectPendingAttempts, qSettleDelivered, qSettleDeliveredAnswer,
 	qSettleRetry, qSettleGiveUp, qSettleHold}
 
-var readerQueries = []string{qSelectRecord}
+var readerQueries = []string{qSelectRecord, qClaimProbe}
 
 // stmts are the statements prepared on one *sql.DB, by query text.
 type stmts struct {

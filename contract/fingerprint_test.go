@@ -1,0 +1,124 @@
+package contract_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hookonce/hookonce/contract"
+	"github.com/tidwall/gjson"
+)
+
+// referenceJSONFields is EachField's reading of a JSON body written the
+// straightforward way (a new string per dotted name): the order and the
+// names EachField answers must stay these, as the fingerprints stored
+// under them are compared across versions.
+func referenceJSONFields(path string, v gjson.Result, depth int, out *[][2]string) {
+	switch {
+	case v.IsObject() || v.IsArray():
+		if depth >= 8 {
+			*out = append(*out, [2]string{path, v.Raw})
+			return
+		}
+		i := 0
+		v.ForEach(func(k, e gjson.Result) bool {
+			name := k.Str
+			if v.IsArray() {
+				name = strconv.Itoa(i)
+			}
+			i++
+			if path != "" {
+				name = path + "." + name
+			}
+			referenceJSONFields(name, e, depth+1, out)
+			return true
+		})
+	case v.Type == gjson.String:
+		*out = append(*out, [2]string{path, v.Str})
+	default:
+		*out = append(*out, [2]string{path, v.Raw})
+	}
+}
+
+// collect is every field EachField gives, kept after it returns (so a name
+// handed out over a buffer that was then written again would show).
+func collect(q *contract.Request) [][2]string {
+	var out [][2]string
+	q.EachField(func(name, value string) { out = append(out, [2]string{name, value}) })
+	return out
+}
+
+func TestEachFieldJSONAsReference(t *testing.T) {
+	bodies := []string{
+		`{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77"}}`,
+		`[1,"two",{"three":[3,{"x":null}]},[],{}]`,
+		`{"a.b":{"c\"d":"e\u00e9\n"},"a":{"b":{"c":1}},"a":2,"":{"":""}}`,
+		`{"l1":{"l2":{"l3":{"l4":{"l5":{"l6":{"l7":{"l8":{"l9":{"l10":1}}},"s":true}}}}}}}`,
+		`{"items":[` + strings.Repeat(`{"sku":"x","qty":1},`, 150) + `{"sku":"last"}]}`,
+		`"just a string"`, `42`, `null`, `{}`, `[]`,
+	}
+	rng := rand.New(rand.NewPCG(47, 4))
+	for range 300 {
+		bodies = append(bodies, randomJSON(rng, 0))
+	}
+	for _, body := range bodies {
+		if !gjson.Valid(body) {
+			t.Fatalf("not JSON: %s", body)
+		}
+		var want [][2]string
+		if root := gjson.Parse(body); root.IsObject() || root.IsArray() {
+			referenceJSONFields("", root, 0, &want)
+		}
+		q := delivery(t, "POST", "/hook?x=1&y[z]=2", "application/json", body, "")
+		got := collect(q)
+		// The query's fields first (in no fixed order), then the body's.
+		query := got[:min(2, len(got))]
+		slices.SortFunc(query, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+		if fmt.Sprint(query) != "[[x 1] [y[z] 2]]" {
+			t.Fatalf("%s: query fields %q", body, query)
+		}
+		if got := got[2:]; !slices.Equal(got, want) {
+			t.Fatalf("%s:\n got %q\nwant %q", body, got, want)
+		}
+	}
+}
+
+func randomJSON(rng *rand.Rand, depth int) string {
+	key := func() string {
+		return []string{"id", "a", "b.c", "данные", "k\\\"q", "x", "0", ""}[rng.IntN(8)]
+	}
+	if depth < 11 && rng.IntN(3) != 0 {
+		n := rng.IntN(5)
+		var parts []string
+		if rng.IntN(2) == 0 {
+			for range n {
+				parts = append(parts, `"`+key()+`":`+randomJSON(rng, depth+1))
+			}
+			return "{" + strings.Join(parts, ",") + "}"
+		}
+		for range n {
+			parts = append(parts, randomJSON(rng, depth+1))
+		}
+		if rng.IntN(10) == 0 {
+			for range 100 + rng.IntN(20) { // indices past strconv's small numbers
+				parts = append(parts, `7`)
+			}
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return []string{`"v"`, `"é\u00e9\n"`, `1.50`, `-0`, `true`, `null`, `""`, `1e3`}[rng.IntN(8)]
+}
+
+// go test ./contract -run '^$' -bench EachField -benchmem
+func BenchmarkEachField(b *testing.B) {
+	q := delivery(b, "POST", "/hook", "application/json",
+		`{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77","lines":[{"sku":"a","qty":1},{"sku":"b","qty":2}]}}`, "")
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		q.EachField(func(name, value string) { n += len(name) })
+	}
+}
