@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -148,12 +149,12 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 		if lim > 0 {
 			chunk = min(chunk, int64(lim)-n)
 		}
-		res, err := s.w.ExecContext(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
+		s.yieldToClaims(ctx)
+		d, err := s.deleteChunk(ctx, `DELETE FROM records WHERE (sender, key) IN (SELECT sender, key FROM records
 			WHERE `+where+` AND NOT (state = 'processing' AND lease_until > ?) AND pending_since = 0 LIMIT ?)`, cut, now, chunk)
 		if err != nil {
 			return int(n), unavailable("purge", err)
 		}
-		d, _ := res.RowsAffected()
 		n += d
 		if d < chunk {
 			break
@@ -176,4 +177,55 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 }
 
 // purgeChunk is how many records one transaction of Purge removes.
-const purgeChunk = 50
+const purgeChunk = 16
+
+// yieldToClaims waits, before a purge chunk, until no write waits for the
+// writer (at most purgeYieldMax): a claim that arrives behind a chunk waits
+// for it, one that arrives before it does not.
+func (s *Store) yieldToClaims(ctx context.Context) {
+	deadline := time.Now().Add(purgeYieldMax)
+	for s.queued.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// purgeYieldMax bounds how long a purge chunk gives way to claims.
+const purgeYieldMax = 50 * time.Millisecond
+
+// deleteChunk runs one chunk of Purge, its own transaction, and answers the
+// records it removed. Under synchronous=full the chunk commits without
+// syncing the WAL: the writer connection is pinned, set to NORMAL for the
+// chunk and back to FULL before any claim may use it again. A claim waits
+// for the purge's transaction (one writer), and an fsync of its own for
+// every chunk was most of that wait. Nothing a sender was told rests on a
+// purge: a purge lost to a power cut leaves expired records that the next
+// purge removes, and the next claim's commit syncs the WAL, the purge's
+// frames with it (an fsync covers the whole file). When FULL cannot be
+// set again the connection is dropped, so the pool opens a new one from
+// the DSN, under FULL.
+func (s *Store) deleteChunk(ctx context.Context, query string, args ...any) (int64, error) {
+	if s.syncNormal {
+		res, err := s.w.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return 0, err
+	}
+	res, err := c.ExecContext(ctx, query, args...)
+	if _, rerr := c.ExecContext(context.Background(), `PRAGMA synchronous = FULL`); rerr != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn }) // never serve a claim unsynced
+		return 0, errors.Join(err, fmt.Errorf("set synchronous back to FULL: %w", rerr))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -115,3 +115,42 @@ func TestDeferSyncedUnderNormal(t *testing.T) {
 		}
 	}
 }
+
+// Purge's chunks commit without syncing the WAL on a store under full
+// (nothing a sender was told rests on a purge), on the writer connection
+// set to NORMAL for each chunk: the next claim's commit must find it back
+// under FULL, however many chunks ran.
+func TestPurgeLeavesWriterFull(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 120 // more than two chunks
+	for i := range n {
+		key := "evt_" + string(rune('a'+i%26)) + time.Duration(i).String()
+		res, err := s.Claim(ctx, dedupe.ClaimRequest{Sender: "shop", Key: key, PayloadHash: "h", Owner: "o",
+			Lease: time.Minute, TTL: time.Millisecond})
+		if err != nil || res.Found != dedupe.Claimed {
+			t.Fatalf("claim %s: %+v, %v", key, res, err)
+		}
+		if err := s.Complete(ctx, "shop", key, "o", dedupe.Response{Status: 200}, dedupe.Attempt{At: time.Now(), Outcome: "processed", Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	got, err := s.Purge(ctx, dedupe.PurgeRequest{})
+	if err != nil || got != n {
+		t.Fatalf("Purge = %d, %v; want %d", got, err, n)
+	}
+	var sync int
+	if err := s.Write(ctx, "read synchronous", func(ctx context.Context, tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sync != 2 {
+		t.Fatalf("after a purge the writer's PRAGMA synchronous = %d; want 2 (FULL): claims would commit unsynced", sync)
+	}
+}
