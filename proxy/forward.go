@@ -97,7 +97,7 @@ func (d *delivery) forwardClaimed() {
 	if s.ForwardKeyHeader != "" {
 		keyHeader, keyValue = s.ForwardKeyHeader, s.Name+":"+d.key
 	}
-	ctx = oneshot.BeforeWrite(ctx, func() error { return d.leaseHeld(beat) })
+	ctx = oneshot.BeforeWrite(ctx, beat) // beat.BeforeWrite: leaseHeld
 	if s.Ambiguous == contract.AmbiguousHold {
 		// This sender's operator wants every ambiguous forward held for a
 		// person: none may come from a kept connection that a restarting

@@ -206,3 +206,59 @@ senders:
 		t.Fatalf("executions %d, last Idempotency-Key %q; want both forwarded with shop:s9", site.Executions("s9"), site.LastHeader("s9").Get("Idempotency-Key"))
 	}
 }
+
+// renewCounter counts the renewals that reach the store, and how many are
+// under way; each takes a little while, as a real one over a network does.
+type renewCounter struct {
+	dedupe.Store
+	started, running atomic.Int64
+}
+
+func (r *renewCounter) Renew(ctx context.Context, sender, key, owner string, lease time.Duration) error {
+	r.started.Add(1)
+	r.running.Add(1)
+	defer r.running.Add(-1)
+	time.Sleep(20 * time.Millisecond)
+	return r.Store.Renew(ctx, sender, key, owner, lease)
+}
+
+// The heartbeat renews again and again while the site works (not once),
+// and once the delivery has ended no renewal is under way and none starts
+// later: the proxy's Close, which waits for its deliveries, leaves the
+// store alone.
+func TestHeartbeatRenewsUntilStoppedAndNoLonger(t *testing.T) {
+	store := &renewCounter{Store: newStore(t)}
+	site := proxytest.NewSite(t, func(w http.ResponseWriter, r *http.Request) {
+		// Renewals are due every lease/3 = 200ms: at 200, 400 and 600ms
+		// while the site works, the next at 800ms, well after the end.
+		time.Sleep(650 * time.Millisecond)
+		fmt.Fprint(w, "ok")
+	})
+	px := proxytest.Start(t, store, site.URL, `
+senders:
+  - name: shop
+    match: { path: /hooks/shop }
+    key: [ { header: X-Event-Id } ]
+    lease: 600ms
+`)
+	if r := proxytest.Post(t, px.URL+"/hooks/shop", `{}`, "X-Event-Id", "hb1"); r.Status != 200 || site.Executions("hb1") != 1 {
+		t.Fatalf("slow delivery: %d, executions %d", r.Status, site.Executions("hb1"))
+	}
+	if err := px.Proxy.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n := store.started.Load()
+	if n < 3 {
+		t.Fatalf("%d renewals in 650ms under a 600ms lease; want one every 200ms", n)
+	}
+	if r := store.running.Load(); r != 0 {
+		t.Fatalf("%d renewals still under way after the delivery ended", r)
+	}
+	time.Sleep(500 * time.Millisecond) // past two more renewals' due times
+	if m := store.started.Load(); m != n {
+		t.Fatalf("renewals after the delivery ended: %d, then %d", n, m)
+	}
+	if logs := px.Logs.String(); strings.Contains(logs, "claim lost") || strings.Contains(logs, "lease not renewed") {
+		t.Fatalf("a renewal failed:\n%s", logs)
+	}
+}

@@ -47,7 +47,7 @@ func BenchmarkSiteCallForward(b *testing.B) {
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c := newCapture(nil, 64<<10)
-		sc.forward(oneshot.BeforeWrite(ctx, func() error { return nil }), in, body, "Idempotency-Key", "shop:evt_1", c)
+		sc.forward(oneshot.BeforeWrite(ctx, oneshot.CheckFunc(func() error { return nil })), in, body, "Idempotency-Key", "shop:evt_1", c)
 		cancel()
 		if c.status != http.StatusOK || c.failure() != nil {
 			b.Fatal(c.status, c.failure())

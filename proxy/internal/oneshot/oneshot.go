@@ -92,11 +92,22 @@ func FreshConn(ctx context.Context) context.Context {
 	return context.WithValue(ctx, freshConnKey{}, true)
 }
 
+// A WriteCheck is asked, right before a request is written, whether it
+// may be (BeforeWrite).
+type WriteCheck interface{ BeforeWrite() error }
+
+// CheckFunc is a function as a WriteCheck.
+type CheckFunc func() error
+
+// BeforeWrite calls f.
+func (f CheckFunc) BeforeWrite() error { return f() }
+
 // BeforeWrite has the Transport call check, for requests made with the
 // returned context, right before it writes the request: an error stops
 // the forward with nothing written (a delivery whose claim's lease ran
-// out). The error is returned as is.
-func BeforeWrite(ctx context.Context, check func() error) context.Context {
+// out). The error is returned as is. An interface rather than a func so
+// that a caller's own pointer type can be the check without a closure.
+func BeforeWrite(ctx context.Context, check WriteCheck) context.Context {
 	return context.WithValue(ctx, beforeWriteKey{}, check)
 }
 
@@ -104,7 +115,7 @@ func BeforeWrite(ctx context.Context, check func() error) context.Context {
 // own even when it keeps idle ones.
 type freshConnKey struct{}
 
-// beforeWriteKey in a request's context holds a func() error that Transport
+// beforeWriteKey in a request's context holds a WriteCheck that Transport
 // calls right before it writes the request: an error stops the forward
 // with nothing written (a delivery whose claim's lease ran out).
 type beforeWriteKey struct{}
@@ -264,8 +275,8 @@ func (o *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	// The last moment before a byte reaches the site: the delivery checks
 	// that its claim is still its own (beforeWriteKey).
-	if check, _ := ctx.Value(beforeWriteKey{}).(func() error); check != nil {
-		if err := check(); err != nil {
+	if check, _ := ctx.Value(beforeWriteKey{}).(WriteCheck); check != nil {
+		if err := check.BeforeWrite(); err != nil {
 			closeBody()
 			return fail(err)
 		}
