@@ -71,6 +71,16 @@ func TestEachFieldJSONAsReference(t *testing.T) {
 		// bench/compare's webhook.
 		fmt.Sprintf(`{"type":"order.paid","variant":%d,"data":{"object":{"id":"ord_123","amount":1999,"currency":"usd","customer":"cus_42","metadata":{"note":%q}}}}`, 0, strings.Repeat("x", 860)),
 	}
+	// Strings about as long as the length past which EachField looks for
+	// their end a word at a time, with escapes before and after it.
+	for n := 28; n <= 40; n++ {
+		for _, esc := range []string{``, `\"`, `\\`, `\u00e9`} {
+			for _, at := range []int{0, 31, 32, 33, n} {
+				v := strings.Repeat("v", at) + esc + strings.Repeat("w", n-min(at, n))
+				bodies = append(bodies, `{"`+v+`":"`+v+`","x":["`+v+`"]}`)
+			}
+		}
+	}
 	rng := rand.New(rand.NewPCG(47, 4))
 	for range 300 {
 		bodies = append(bodies, randomJSON(rng, 0))
