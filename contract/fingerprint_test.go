@@ -1,6 +1,8 @@
 package contract_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/hookonce/hookonce/contract"
+	"github.com/hookonce/hookonce/contract/internal/php"
+	"github.com/hookonce/hookonce/dedupe"
 	"github.com/tidwall/gjson"
 )
 
@@ -59,10 +63,36 @@ func TestEachFieldJSONAsReference(t *testing.T) {
 		`{"l1":{"l2":{"l3":{"l4":{"l5":{"l6":{"l7":{"l8":{"l9":{"l10":1}}},"s":true}}}}}}}`,
 		`{"items":[` + strings.Repeat(`{"sku":"x","qty":1},`, 150) + `{"sku":"last"}]}`,
 		`"just a string"`, `42`, `null`, `{}`, `[]`,
+		// Escapes next to quotes and backslashes; numbers in every form.
+		`{"x\\":"y\\\\","z\"":"\"q\\","\/":"\ud83d\ude00\t","n":[1E+5,-0.5e-3,0,-0,true,false,null]}`,
+		// Past maxFieldDepth, containers whose strings hold brackets and
+		// escaped quotes are given whole.
+		`{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":"]}\"[{","j":["}",{"k":"\\"}]},"l":[[[]]]}}}}}}},"m":1}`,
+		// bench/compare's webhook.
+		fmt.Sprintf(`{"type":"order.paid","variant":%d,"data":{"object":{"id":"ord_123","amount":1999,"currency":"usd","customer":"cus_42","metadata":{"note":%q}}}}`, 0, strings.Repeat("x", 860)),
+	}
+	// Strings about as long as the length past which EachField looks for
+	// their end a word at a time, with escapes before and after it.
+	for n := 28; n <= 40; n++ {
+		for _, esc := range []string{``, `\"`, `\\`, `\u00e9`} {
+			for _, at := range []int{0, 31, 32, 33, n} {
+				v := strings.Repeat("v", at) + esc + strings.Repeat("w", n-min(at, n))
+				bodies = append(bodies, `{"`+v+`":"`+v+`","x":["`+v+`"]}`)
+			}
+		}
 	}
 	rng := rand.New(rand.NewPCG(47, 4))
 	for range 300 {
 		bodies = append(bodies, randomJSON(rng, 0))
+	}
+	// The same bodies as people write them: spaces, tabs and line breaks
+	// between every token.
+	for _, body := range bodies[:len(bodies):len(bodies)] {
+		var spaced bytes.Buffer
+		if err := json.Indent(&spaced, []byte(body), " \r\n", "\t "); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, spaced.String())
 	}
 	for _, body := range bodies {
 		if !gjson.Valid(body) {
@@ -121,4 +151,40 @@ func BenchmarkEachField(b *testing.B) {
 	for b.Loop() {
 		q.EachField(func(name, value string) { n += len(name) })
 	}
+}
+
+// go test ./contract -run '^$' -bench DeliveryFingerprint -benchmem
+//
+// The fingerprint of bench/compare's ~1 KB JSON webhook (seven fields, one
+// of them an 860-byte string), as a claim makes it.
+func BenchmarkDeliveryFingerprint(b *testing.B) {
+	body := fmt.Sprintf(`{"type":"order.paid","variant":%d,"data":{"object":{"id":"ord_123","amount":1999,"currency":"usd","customer":"cus_42","metadata":{"note":%q}}}}`,
+		0, strings.Repeat("x", 860))
+	key := []byte(strings.Repeat("k", dedupe.FingerprintKeyLen))
+	q := delivery(b, "POST", "/hook", "application/json", body, "")
+	b.ReportAllocs()
+	for b.Loop() {
+		dedupe.Fingerprint(key, q.EachField)
+	}
+}
+
+// FuzzEachFieldJSON: for any body PHP reads as JSON, EachField gives the
+// fields gjson's member-by-member walk gives.
+// go test ./contract -run '^$' -fuzz FuzzEachFieldJSON -fuzztime 30s
+func FuzzEachFieldJSON(f *testing.F) {
+	f.Add(`{"a":{"b\"":["x\\",1e3,{"c":null}]}}`)
+	f.Add(`[ {"k" : "v" } , [ ] , "\u00e9" ]`)
+	f.Add(`{"l1":{"l2":{"l3":{"l4":{"l5":{"l6":{"l7":{"l8":{"l9":"]}\"["}}}}}}}}}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		if !php.ValidJSON([]byte(body)) {
+			return
+		}
+		var want [][2]string
+		if root := gjson.Parse(body); root.IsObject() || root.IsArray() {
+			referenceJSONFields("", root, 0, &want)
+		}
+		if got := collect(delivery(t, "POST", "/hook", "application/json", body, "")); !slices.Equal(got, want) {
+			t.Fatalf("%q:\n got %q\nwant %q", body, got, want)
+		}
+	})
 }

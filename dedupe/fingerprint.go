@@ -78,28 +78,36 @@ func Fingerprint(key []byte, each func(func(name, value string))) []byte {
 	if len(fields) == 0 {
 		return nil
 	}
-	// By name (stable: of a name given twice, the last is kept).
-	slices.SortStableFunc(fields, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	kept := fields[:0]
-	for i, f := range fields {
-		if i+1 < len(fields) && fields[i+1][0] == f[0] {
+	// By name (stable: of a name given twice, the last is kept). The
+	// fields' indexes are sorted, not the fields: moving a field moves two
+	// strings' pointers, each a write barrier while the GC marks.
+	order := fb.order[:0]
+	for i := range fields {
+		order = append(order, uint16(i))
+	}
+	slices.SortStableFunc(order, func(a, b uint16) int { return strings.Compare(fields[a][0], fields[b][0]) })
+	kept := order[:0]
+	for i, k := range order {
+		if i+1 < len(order) && fields[order[i+1]][0] == fields[k][0] {
 			continue // a later value of the same name follows
 		}
-		kept = append(kept, f)
+		kept = append(kept, k)
 	}
+	fb.order = order
 	if len(kept) > MaxFingerprintFields {
 		kept = kept[:MaxFingerprintFields]
 	}
 	size := 1
-	for _, f := range kept {
-		size += binary.MaxVarintLen16 + len(f[0]) + FingerprintDigestLen
+	for _, k := range kept {
+		size += binary.MaxVarintLen16 + len(fields[k][0]) + FingerprintDigestLen
 	}
 	out := make([]byte, 1, size)
 	out[0] = fingerprintVersion
 	if fb.mac == nil || !bytes.Equal(fb.key, key) {
 		fb.key, fb.mac = bytes.Clone(key), hmac.New(sha256.New, key)
 	}
-	for _, f := range kept {
+	for _, k := range kept {
+		f := fields[k]
 		out = binary.AppendUvarint(out, uint64(len(f[0])))
 		out = append(out, f[0]...)
 		fb.mac.Reset()
@@ -117,11 +125,12 @@ func Fingerprint(key []byte, each func(func(name, value string))) []byte {
 }
 
 // fpBuffer is what Fingerprint reuses from one delivery to the next: the
-// fields' slice, the callback that fills it (a method value made once,
+// fields' slice and their order, the callback that fills it (a method value made once,
 // not a closure per call), the message buffer and the HMAC under the
 // install's key.
 type fpBuffer struct {
 	fields [][2]string
+	order  []uint16 // indexes of fields, sorted by name
 	addFn  func(name, value string)
 	msg    []byte
 	key    []byte

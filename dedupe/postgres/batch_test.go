@@ -423,3 +423,96 @@ func fencedWritesShareCommits(t *testing.T, prefix string, write func(s *postgre
 		}
 	}
 }
+
+// A lone claim is sent by its own caller (no flusher runs). The claims
+// that arrive while it is at the server queue behind it, as behind a
+// flusher's batch, and once it is answered they go in one batch of their
+// own: none is left waiting when the caller that sent alone returns.
+func TestClaimsQueuedBehindALoneClaim(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	s := mustNew(t, dsn)
+	postgres.SetStallAfter(s, time.Hour) // no second flusher: they must wait for the first
+	ctx := ctxFor(t, 30*time.Second)
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `INSERT INTO hookonce_records (sender, key, state, payload_hash, received_at, expires_at)
+		VALUES ('s', 'locked', 'done', 'h', now(), now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	b0, _ := postgres.ClaimBatches(s)
+	lone := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, claimReq("locked", "h"))
+		lone <- err
+	}()
+	watch := mustNew(t, dsn)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := watch.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lone claim never waited for the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const n = 8
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		reqs[i] = claimReq(fmt.Sprintf("behind%d", i), "h")
+	}
+	type result struct {
+		res dedupe.ClaimResult
+		err error
+	}
+	behind := make(chan result, n)
+	for _, r := range reqs {
+		go func() {
+			res, err := s.Claim(ctx, r)
+			behind <- result{res, err}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if len(behind) != 0 || len(lone) != 0 {
+		t.Fatalf("%d claims behind the lone one, and %d lone, returned while it waited for the lock", len(behind), len(lone))
+	}
+	if b, _ := postgres.ClaimBatches(s); b-b0 != 1 {
+		t.Fatalf("%d batches sent while the lone claim waited, want 1 (its own)", b-b0)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lone; err != nil {
+		t.Errorf("lone claim: %v", err)
+	}
+	for range n {
+		select {
+		case r := <-behind:
+			if r.err != nil || r.res.Found != dedupe.Claimed {
+				t.Errorf("claim queued behind the lone one: %v %v", r.res.Found, r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("claims queued behind the lone one were never sent")
+		}
+	}
+	if b, _ := postgres.ClaimBatches(s); b-b0 > 3 {
+		t.Errorf("the lone claim and the %d behind it took %d batches, want at most 3", n, b-b0)
+	}
+	for _, r := range reqs {
+		if rec, err := s.Get(ctx, "s", r.Key); err != nil || rec.Owner != r.Owner {
+			t.Errorf("stored %s: %v owner %q, want %q", r.Key, err, rec.Owner, r.Owner)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/hookonce/hookonce/dedupe"
 )
@@ -38,6 +39,11 @@ func ClaimStatements(ctxs []context.Context, s *Store, reqs []dedupe.ClaimReques
 }
 
 var ErrSolo = errSolo
+
+// SetStallAfter sets how long the store's batcher waits for a batch to be
+// sent before a claim starts another flusher (stallAfter); set it before
+// use.
+func SetStallAfter(s *Store, d time.Duration) { s.batcher.stall = d }
 
 // SetClaimBatching turns claim batching off (each claim statement alone,
 // its own commit, as before batching) or on; set it before use.

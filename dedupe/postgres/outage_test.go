@@ -131,6 +131,10 @@ func TestPausedDatabase(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Then one alone: the batcher's last batch carried one statement, so
+	// the first frozen claim below is sent on its caller's goroutine (the
+	// concurrent ones after it through a flusher goroutine).
+	s.Claim(context.Background(), claimReq("alone", "h"))
 	baseline := settledGoroutines()
 
 	if err := srv.Pause(); err != nil {
