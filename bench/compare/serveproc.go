@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -158,48 +157,13 @@ func (s *serveProc) stop() {
 func (s *serveProc) drained(limit time.Duration) error {
 	end := time.Now().Add(limit)
 	for {
-		n, err := s.pending()
+		n, err := s.metricSum("hookonce_pending_deliveries")
 		if err != nil || n == 0 {
 			return err
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("%s: %d durable deliveries still owed after %s", s.URL, n, limit)
+			return fmt.Errorf("%s: %.0f durable deliveries still owed after %s", s.URL, n, limit)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// pending is the sum of hookonce_pending_deliveries on the admin
-// listener's /metrics.
-func (s *serveProc) pending() (int64, error) {
-	req, err := http.NewRequest(http.MethodGet, s.admin+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+profToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "hookonce_pending_deliveries{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics: %q: %w", line, err)
-		}
-		n += int64(v)
-	}
-	return n, nil
 }
