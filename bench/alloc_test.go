@@ -1,14 +1,11 @@
 package bench_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +18,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/dedupe/postgres"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
+	"github.com/hookonce/hookonce/internal/testkit/benchrig"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
 	"github.com/hookonce/hookonce/proxy"
 )
@@ -190,7 +188,7 @@ type allocRig struct {
 type reusedRequest struct {
 	req  *http.Request
 	body *bytes.Reader
-	w    *discardWriter
+	w    *benchrig.Writer
 }
 
 const allocBody = `{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77"}}`
@@ -207,7 +205,7 @@ senders:
 	if err != nil {
 		b.Fatal(err)
 	}
-	site := fixedSite(b)
+	site := benchrig.FixedSite(b)
 	px, err := proxy.New(proxy.Options{Upstream: site, Contract: c, Store: s, KeepIdle: proxy.DefaultKeepIdle,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
@@ -221,7 +219,7 @@ senders:
 
 // newRequest makes a request for one goroutine's calls of deliverWith.
 func (r *allocRig) newRequest() *reusedRequest {
-	q := &reusedRequest{body: bytes.NewReader([]byte(allocBody)), w: &discardWriter{h: http.Header{}}}
+	q := &reusedRequest{body: bytes.NewReader([]byte(allocBody)), w: &benchrig.Writer{H: http.Header{}}}
 	q.req, _ = http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop", q.body)
 	q.req.RemoteAddr = "203.0.113.9:4711"
 	q.req.Header.Set("Content-Type", "application/json")
@@ -239,96 +237,13 @@ func (r *allocRig) deliverWith(b testing.TB, q *reusedRequest, key string, repla
 	q.req.Body = io.NopCloser(q.body)
 	q.req.ContentLength = int64(len(allocBody))
 	q.req.Header["X-Event-Id"] = []string{key}
-	clear(q.w.h)
-	q.w.code = 0
+	clear(q.w.H)
+	q.w.Code = 0
 	r.px.ServeHTTP(q.w, q.req)
-	if q.w.code != http.StatusOK {
-		b.Fatalf("%s: status %d", key, q.w.code)
+	if q.w.Code != http.StatusOK {
+		b.Fatalf("%s: status %d", key, q.w.Code)
 	}
-	if got := q.w.h.Get(proxy.ReplayHeader) == "true"; got != replayed {
+	if got := q.w.H.Get(proxy.ReplayHeader) == "true"; got != replayed {
 		b.Fatalf("%s: replayed=%v, want %v", key, got, replayed)
-	}
-}
-
-// discardWriter is a ResponseWriter that keeps the status and headers and
-// drops the body, allocating nothing of its own.
-type discardWriter struct {
-	h    http.Header
-	code int
-}
-
-func (w *discardWriter) Header() http.Header { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return len(p), nil
-}
-
-// SetReadDeadline and SetWriteDeadline take the deadlines the proxy sets,
-// as net/http's own writer does (http.ResponseController).
-func (w *discardWriter) SetReadDeadline(time.Time) error  { return nil }
-func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
-
-func (w *discardWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-}
-
-// fixedSite is a loopback HTTP/1.1 site that reads each request's head
-// and body and answers 200 with a fixed JSON body on the same connection,
-// from fixed bytes: it allocates nothing per request, so a benchmark's
-// allocations are the proxy's.
-func fixedSite(b testing.TB) *url.URL {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReaderSize(c, 8<<10)
-				for {
-					n, ok := readHead(br)
-					if !ok {
-						return
-					}
-					if _, err := br.Discard(n); err != nil {
-						return
-					}
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
-}
-
-// readHead reads a request's head and returns its Content-Length.
-func readHead(br *bufio.Reader) (int, bool) {
-	n := 0
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return 0, false
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			return n, true
-		}
-		if k, v, ok := bytes.Cut(line, []byte(":")); ok && len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) {
-			n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
-		}
 	}
 }

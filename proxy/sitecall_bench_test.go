@@ -1,22 +1,20 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookonce/hookonce/internal/testkit/benchrig"
 	"github.com/hookonce/hookonce/proxy/internal/oneshot"
 )
 
 // The claimed forward alone: siteCall.forward over oneshot, on a kept
 // connection, to a loopback site in this process that answers fixed
-// bytes (its reading of the request is counted too). A Stripe-like
+// bytes and allocates nothing per request (benchrig.FixedSite; its CPU
+// is counted, its allocations are none). A Stripe-like
 // delivery: 8 headers, a 1 KB JSON body.
 //
 //	go test ./proxy -run '^$' -bench SiteCall -benchmem -cpu 1
@@ -26,7 +24,7 @@ import (
 // benchmarks are not (their stores' and counters' timers run by the
 // wall clock).
 func BenchmarkSiteCallForward(b *testing.B) {
-	site, _ := url.Parse(fixedAnswerSite(b))
+	site := benchrig.FixedSite(b)
 	sc := &siteCall{site: site, rt: oneshot.New(newDialer().DialContext, 500*time.Millisecond), direct: true,
 		client: func(r *http.Request) (string, bool) { return peerIP(r.RemoteAddr), false }}
 	body := []byte(`{"id":"evt_1","type":"payment.succeeded","data":{"amount":1000,"currency":"usd","pad":"` + strings.Repeat("x", 900) + `"}}`)
@@ -54,38 +52,4 @@ func BenchmarkSiteCallForward(b *testing.B) {
 		}
 	}
 	sc.rt.(*oneshot.Transport).CloseIdle()
-}
-
-// fixedAnswerSite answers every request on every connection with the
-// same bytes, until the benchmark ends.
-func fixedAnswerSite(tb testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
 }
