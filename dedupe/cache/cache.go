@@ -154,7 +154,7 @@ func (c *Store) Unwrap() dedupe.Store { return c.Store }
 // record with the same payload hash. Anything else asks the store (a
 // conflict, rare, needs the stored request body for its changed paths).
 func (c *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	if rec, ok := c.get(req.Sender, req.Key); ok && rec.PayloadHash == req.PayloadHash {
+	if rec, ok := c.Duplicate(req.Sender, req.Key, req.PayloadHash); ok {
 		return dedupe.ClaimResult{Found: dedupe.Duplicate, Record: rec}, nil
 	}
 	res, err := c.Store.Claim(ctx, req)
