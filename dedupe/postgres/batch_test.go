@@ -221,21 +221,7 @@ func TestStalledBatchDoesNotBlockOthers(t *testing.T) {
 		stuck <- err
 	}()
 	// Wait until its batch is at the server, waiting for the lock.
-	watch := mustNew(t, dsn)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var waiting int
-		if err := watch.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the claim of the locked key never waited for the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLockWait(t, mustNew(t, dsn), "the claim of the locked key never waited for the lock")
 	time.Sleep(2 * 20 * time.Millisecond) // past the flusher's stall threshold
 	start := time.Now()
 	free := claimReq("free", "h")
@@ -453,21 +439,7 @@ func TestClaimsQueuedBehindALoneClaim(t *testing.T) {
 		_, err := s.Claim(ctx, claimReq("locked", "h"))
 		lone <- err
 	}()
-	watch := mustNew(t, dsn)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var waiting int
-		if err := watch.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lone claim never waited for the lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLockWait(t, mustNew(t, dsn), "the lone claim never waited for the lock")
 	const n = 8
 	reqs := make([]dedupe.ClaimRequest, n)
 	for i := range reqs {
@@ -514,5 +486,27 @@ func TestClaimsQueuedBehindALoneClaim(t *testing.T) {
 		if rec, err := s.Get(ctx, "s", r.Key); err != nil || rec.Owner != r.Owner {
 			t.Errorf("stored %s: %v owner %q, want %q", r.Key, err, rec.Owner, r.Owner)
 		}
+	}
+}
+
+// waitForLockWait waits (10 s at most) until some backend of the test's
+// database waits for a lock, as the claim of a locked key does once its
+// batch is at the server; else it fails with never.
+func waitForLockWait(t *testing.T, watch *postgres.Store, never string) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := watch.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(never)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
