@@ -1,11 +1,9 @@
 package bench_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -178,17 +176,8 @@ func allocated(n int, f func(i int)) (bytes, allocs int64) {
 // it, in front of fixedSite.
 type allocRig struct {
 	px  *proxy.Proxy
-	req *reusedRequest // deliver's, for one goroutine
-	n   atomic.Int64   // numbers the keys of parallel runs, and of runs again under -count
-}
-
-// reusedRequest is one webhook request and response writer, reused for
-// every call of one goroutine, so that the rig allocates nothing of its
-// own per request.
-type reusedRequest struct {
-	req  *http.Request
-	body *bytes.Reader
-	w    *benchrig.Writer
+	req *benchrig.Request // deliver's, for one goroutine
+	n   atomic.Int64      // numbers the keys of parallel runs, and of runs again under -count
 }
 
 const allocBody = `{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77"}}`
@@ -218,32 +207,13 @@ senders:
 }
 
 // newRequest makes a request for one goroutine's calls of deliverWith.
-func (r *allocRig) newRequest() *reusedRequest {
-	q := &reusedRequest{body: bytes.NewReader([]byte(allocBody)), w: &benchrig.Writer{H: http.Header{}}}
-	q.req, _ = http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop", q.body)
-	q.req.RemoteAddr = "203.0.113.9:4711"
-	q.req.Header.Set("Content-Type", "application/json")
-	q.req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
-	return q
-}
+func (r *allocRig) newRequest() *benchrig.Request { return benchrig.NewRequest(allocBody) }
 
 // deliver sends the rig's request under key and checks the answer.
 func (r *allocRig) deliver(b testing.TB, key string, replayed bool) {
 	r.deliverWith(b, r.req, key, replayed)
 }
 
-func (r *allocRig) deliverWith(b testing.TB, q *reusedRequest, key string, replayed bool) {
-	q.body.Reset([]byte(allocBody))
-	q.req.Body = io.NopCloser(q.body)
-	q.req.ContentLength = int64(len(allocBody))
-	q.req.Header["X-Event-Id"] = []string{key}
-	clear(q.w.H)
-	q.w.Code = 0
-	r.px.ServeHTTP(q.w, q.req)
-	if q.w.Code != http.StatusOK {
-		b.Fatalf("%s: status %d", key, q.w.Code)
-	}
-	if got := q.w.H.Get(proxy.ReplayHeader) == "true"; got != replayed {
-		b.Fatalf("%s: replayed=%v, want %v", key, got, replayed)
-	}
+func (r *allocRig) deliverWith(b testing.TB, q *benchrig.Request, key string, replayed bool) {
+	q.Deliver(b, r.px, proxy.ReplayHeader, key, replayed)
 }

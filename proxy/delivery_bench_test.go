@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,18 +43,18 @@ senders:
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = px.Close(context.Background()) })
-	q := newBenchRequest()
+	q := benchrig.NewRequest(benchBody)
 	b.Run("duplicate", func(b *testing.B) {
-		q.deliver(b, px, "dup", false)
+		q.Deliver(b, px, proxy.ReplayHeader, "dup", false)
 		b.ReportAllocs()
 		for b.Loop() {
-			q.deliver(b, px, "dup", true)
+			q.Deliver(b, px, proxy.ReplayHeader, "dup", true)
 		}
 	})
 	b.Run("new", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			q.deliver(b, px, "new-"+strconv.Itoa(i), false)
+			q.Deliver(b, px, proxy.ReplayHeader, "new-"+strconv.Itoa(i), false)
 		}
 	})
 }
@@ -64,34 +62,3 @@ senders:
 // benchBody is a ~1 KB JSON webhook, the size bench/compare's deploy mode sends.
 var benchBody = `{"type":"order.paid","object":{"id":"ord_1042","amount":10000,"currency":"rub","customer":"cus_77","note":"` +
 	strings.Repeat("x", 900) + `"}}`
-
-type benchRequest struct {
-	req  *http.Request
-	body *bytes.Reader
-	w    *benchrig.Writer
-}
-
-func newBenchRequest() *benchRequest {
-	q := &benchRequest{body: bytes.NewReader([]byte(benchBody)), w: &benchrig.Writer{H: http.Header{}}}
-	q.req, _ = http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop", q.body)
-	q.req.RemoteAddr = "203.0.113.9:4711"
-	q.req.Header.Set("Content-Type", "application/json")
-	q.req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
-	return q
-}
-
-func (q *benchRequest) deliver(b testing.TB, px *proxy.Proxy, key string, replayed bool) {
-	q.body.Reset([]byte(benchBody))
-	q.req.Body = io.NopCloser(q.body)
-	q.req.ContentLength = int64(len(benchBody))
-	q.req.Header["X-Event-Id"] = []string{key}
-	clear(q.w.H)
-	q.w.Code = 0
-	px.ServeHTTP(q.w, q.req)
-	if q.w.Code != http.StatusOK {
-		b.Fatalf("%s: status %d", key, q.w.Code)
-	}
-	if got := q.w.H.Get(proxy.ReplayHeader) == "true"; got != replayed {
-		b.Fatalf("%s: replayed=%v, want %v", key, got, replayed)
-	}
-}

@@ -6,6 +6,7 @@ package benchrig
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -94,5 +95,44 @@ func readHead(br *bufio.Reader) (int, bool) {
 		if k, v, ok := bytes.Cut(line, []byte(":")); ok && len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) {
 			n, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
 		}
+	}
+}
+
+// Request is one webhook POST to /hooks/shop, keyed by X-Event-Id, with
+// its response writer, reused for every call of one goroutine so that the
+// rig allocates nothing of its own per request.
+type Request struct {
+	req  *http.Request
+	body *bytes.Reader
+	raw  []byte
+	w    *Writer
+}
+
+// NewRequest makes a Request carrying body.
+func NewRequest(body string) *Request {
+	q := &Request{raw: []byte(body), w: &Writer{H: http.Header{}}}
+	q.body = bytes.NewReader(q.raw)
+	q.req, _ = http.NewRequest(http.MethodPost, "http://shop.example/hooks/shop", q.body)
+	q.req.RemoteAddr = "203.0.113.9:4711"
+	q.req.Header.Set("Content-Type", "application/json")
+	q.req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+	return q
+}
+
+// Deliver sends the request under key to h and fails tb unless it is
+// answered 200, replayed (replayHeader: true) or not as replayed says.
+func (q *Request) Deliver(tb testing.TB, h http.Handler, replayHeader, key string, replayed bool) {
+	q.body.Reset(q.raw)
+	q.req.Body = io.NopCloser(q.body)
+	q.req.ContentLength = int64(len(q.raw))
+	q.req.Header["X-Event-Id"] = []string{key}
+	clear(q.w.H)
+	q.w.Code = 0
+	h.ServeHTTP(q.w, q.req)
+	if q.w.Code != http.StatusOK {
+		tb.Fatalf("%s: status %d", key, q.w.Code)
+	}
+	if got := q.w.H.Get(replayHeader) == "true"; got != replayed {
+		tb.Fatalf("%s: replayed=%v, want %v", key, got, replayed)
 	}
 }
