@@ -65,6 +65,12 @@ type durable struct {
 	// toldOrphan: sender → when its owed deliveries were last said to
 	// have no sender in the config (orphanedOwed).
 	toldOrphan map[string]time.Time
+	// show puts a sender's owed count into its gauge, as it changes here:
+	// the recount (countPending) only runs every few polls, and an
+	// operator (or a drain) reading 0 while a burst is still owed would be
+	// told the site has everything. Called under mu, so counts land in
+	// order; nil: no gauge.
+	show func(sender string, owed int64)
 }
 
 func newDurable(store dedupe.Store, backoff []time.Duration, poll time.Duration) *durable {
@@ -103,7 +109,15 @@ func (u *durable) added(sender string) {
 	u.mu.Lock()
 	u.owed[sender]++
 	u.adds[sender]++
+	u.shown(sender)
 	u.mu.Unlock()
+}
+
+// shown gives the gauge sender's owed count; u.mu is held.
+func (u *durable) shown(sender string) {
+	if u.show != nil {
+		u.show(sender, u.owed[sender])
+	}
 }
 
 // hourly reports whether sender was last told (by told, a map of u's)
@@ -123,6 +137,7 @@ func (u *durable) ended(sender string) {
 	u.mu.Lock()
 	u.owed[sender] = max(0, u.owed[sender]-1)
 	u.settles[sender]++
+	u.shown(sender)
 	u.mu.Unlock()
 }
 
@@ -538,21 +553,27 @@ func (p *Proxy) countPending(ctx context.Context) {
 		owed[name] = max(0, owed[name]-(n-beforeEnd[name]))
 	}
 	p.durable.owed = owed
-	p.durable.mu.Unlock()
+	// The gauges under mu: a try ending meanwhile (durable.ended) sets
+	// them after this, not before.
 	seen := map[string]bool{}
+	var orphans []string
 	for _, s := range p.contract.Load().Senders {
 		seen[s.Name] = true
 		if s.Ack == contract.AckDurable || owed[s.Name] > 0 {
-			p.m.pending.WithLabelValues(s.Name).Set(float64(owed[s.Name]))
+			p.m.showOwed(s.Name, owed[s.Name])
 			p.m.oldestPending.WithLabelValues(s.Name).Set(oldest[s.Name])
 		}
 	}
 	for name, n := range owed {
 		if !seen[name] && n > 0 {
-			p.m.pending.WithLabelValues(name).Set(float64(n))
+			p.m.showOwed(name, n)
 			p.m.oldestPending.WithLabelValues(name).Set(oldest[name])
-			p.orphanedOwed(name, n)
+			orphans = append(orphans, name)
 		}
+	}
+	p.durable.mu.Unlock()
+	for _, name := range orphans {
+		p.orphanedOwed(name, owed[name])
 	}
 }
 

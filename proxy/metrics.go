@@ -192,6 +192,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// showOwed sets sender's owed durable deliveries; with none, the oldest
+// owed one's age is 0 too.
+func (m *metrics) showOwed(sender string, n int64) {
+	m.pending.WithLabelValues(sender).Set(float64(n))
+	if n == 0 {
+		m.oldestPending.WithLabelValues(sender).Set(0)
+	}
+}
+
 // observeSite records the time the site took for one of sender's
 // deliveries.
 func (m *metrics) observeSite(sender string, d time.Duration) {

@@ -144,6 +144,7 @@ func New(o Options) (*Proxy, error) {
 		p.confirmedGet, p.confirmsReads = cr.GetConfirmed, true
 	}
 	p.durable = newDurable(o.Store, o.DurableBackoff, o.DurablePoll)
+	p.durable.show = p.m.showOwed
 	if p.durable.store == nil {
 		for _, s := range o.Contract.Senders {
 			if s.Ack == contract.AckDurable {
