@@ -65,11 +65,14 @@ func TestOwedDeliveriesShown(t *testing.T) {
 		}
 		return string(r.body)
 	}
-	// The gauges are counted every 5 s at most; the page shows what they say.
+	// The owed count moves as each is accepted; the oldest's age comes
+	// with the store's recount (every 5 polls). The page shows what the
+	// gauges say, the link to the owed ones with the age.
 	deadline := time.Now().Add(8 * time.Second)
-	for proxytest.Metric(t, px.Registry, "hookonce_pending_deliveries", "sender", "cdek") != 2 {
+	for proxytest.Metric(t, px.Registry, "hookonce_pending_deliveries", "sender", "cdek") != 2 ||
+		proxytest.Metric(t, px.Registry, "hookonce_oldest_pending_seconds", "sender", "cdek") <= 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the pending gauge never counted 2")
+			t.Fatal("the pending gauges never counted 2 owed, the oldest aged")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
