@@ -28,9 +28,11 @@ package bench_test
 //
 // HOOKONCE_GROWTH_PG and HOOKONCE_GROWTH_SQLITE override the sizes
 // ("0,1000000"; "none" skips the backend), HOOKONCE_GROWTH_DURATION the
-// length of a run, HOOKONCE_GROWTH_PURGE_DUTY (an experiment, e.g. 0.5)
-// pauses the purge after each batch so it runs only that share of the
-// time, HOOKONCE_GROWTH_PURGE_BATCH its batch (500, as serve's),
+// length of a run, HOOKONCE_GROWTH_PURGE_DUTY the share of the time the
+// purge deletes (0.3, as serve's; 1: flat out, as the purge command),
+// HOOKONCE_GROWTH_PURGE_BATCH its batch (500, as serve's),
+// HOOKONCE_GROWTH_PG_SET ("wal_compression=lz4,autovacuum=off", an
+// experiment) adds or overrides PostgreSQL settings of the full run,
 // HOOKONCE_GROWTH_RATE (new events per second) offers new events at
 // that rate instead of flat out (the purge's effect at a site's load rather
 // than at saturation), and HOOKONCE_GROWTH_OUT names a file for the
@@ -41,6 +43,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -67,6 +70,7 @@ const (
 	growthWorkers    = 32
 	growthTTL        = 48 * time.Hour
 	growthPurgeBatch = 500 // internal/cli backgroundPurgeBatch
+	growthPurgeDuty  = 0.3 // internal/cli backgroundPurgeDuty
 	growthPurgeCall  = 10 * time.Second
 	growthPGBatch    = 250_000 // rows per INSERT … SELECT statement
 	growthLiteBatch  = 100_000 // rows per SQLite transaction
@@ -239,7 +243,7 @@ func TestGrowth(t *testing.T) {
 		}
 		duration = d
 	}
-	var duty float64
+	duty := growthPurgeDuty
 	if v := os.Getenv("HOOKONCE_GROWTH_PURGE_DUTY"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 || f > 1 {
@@ -268,7 +272,12 @@ func TestGrowth(t *testing.T) {
 		t.Run("postgres", func(t *testing.T) {
 			opts := pgtest.Options{}
 			if full {
-				opts = pgtest.Options{Durable: true, Settings: growthPGSettings}
+				opts = pgtest.Options{Durable: true, Settings: maps.Clone(growthPGSettings)}
+				for _, kv := range strings.Split(os.Getenv("HOOKONCE_GROWTH_PG_SET"), ",") {
+					if k, v, ok := strings.Cut(kv, "="); ok {
+						opts.Settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
+					}
+				}
 			}
 			srv := pgtest.StartWith(t, opts)
 			dsn := srv.NewDatabase(t)
@@ -407,10 +416,9 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 
 // growthPurge is the retention loop's purge (internal/cli purgeBatches as
 // serve's purgeLoop runs it): batches of 500, each call bounded by 10 s,
-// until a batch comes back short. With duty below 1 (an experiment:
-// HOOKONCE_GROWTH_PURGE_DUTY) it pauses after each batch so that batches
-// run only that share of the time. One cursor for the run, as purgeBatches
-// gives.
+// until a batch comes back short, pausing after each so that batches run
+// duty of the time (serve's 0.3; 1: no pause). One cursor for the run, as
+// purgeBatches gives.
 func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64) (int, error) {
 	total := 0
 	req := dedupe.PurgeRequest{Limit: batch, Cursor: new(dedupe.PurgeCursor)}
@@ -618,6 +626,13 @@ func growthReport(runs []*growthRun, d time.Duration) string {
 	fmt.Fprintf(&b, "%d workers, %s per run; new event = Claim + Complete, duplicate = Claim of a done record.\n\n", growthWorkers, d)
 	if len(runs) > 0 && runs[0].rate > 0 {
 		fmt.Fprintf(&b, "New events offered at %.0f/s (open loop, latency from when each was due; HOOKONCE_GROWTH_RATE), duplicates flat out.\n\n", runs[0].rate)
+	}
+	if len(runs) > 0 {
+		share := runs[0].duty
+		if share <= 0 || share > 1 {
+			share = 1 // no pause
+		}
+		fmt.Fprintf(&b, "The purge deletes batches of %d, %.0f%% of the time (serve's: %.0f%%; HOOKONCE_GROWTH_PURGE_DUTY).\n\n", runs[0].batch, 100*share, 100*growthPurgeDuty)
 	}
 	b.WriteString("| store | records | fill | size | new events/s | p50 | p99 | vs empty | duplicates/s | p50 | p99 |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

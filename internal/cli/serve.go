@@ -371,7 +371,8 @@ func (m *Main) shutdown() {
 }
 
 // purgeLoop removes expired records every minute, in batches of
-// backgroundPurgeBatch so it never holds the store long.
+// backgroundPurgeBatch so it never holds the store long, paced to
+// backgroundPurgeDuty of the time so the claims meanwhile hardly notice.
 func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -381,8 +382,8 @@ func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		total, err := purgeBatches(ctx, store, dedupe.PurgeRequest{Limit: backgroundPurgeBatch}, 10*time.Second)
-		if err != nil {
+		total, err := purgeBatches(ctx, store, dedupe.PurgeRequest{Limit: backgroundPurgeBatch}, 10*time.Second, backgroundPurgeDuty)
+		if err != nil && ctx.Err() == nil { // not the shutdown's
 			log.Warn("purge of expired records failed", "err", err)
 		}
 		if total > 0 {

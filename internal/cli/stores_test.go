@@ -103,9 +103,11 @@ type purgeStore struct {
 	fail    error
 	cursors []*dedupe.PurgeCursor // each call's req.Cursor
 	seen    []dedupe.PurgeCursor  // and where it stood
+	took    time.Duration         // each call's time
 }
 
 func (p *purgeStore) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error) {
+	time.Sleep(p.took)
 	p.cursors = append(p.cursors, req.Cursor)
 	if req.Cursor != nil {
 		p.seen = append(p.seen, *req.Cursor)
@@ -125,7 +127,7 @@ func (p *purgeStore) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, e
 func TestPurgeBatches(t *testing.T) {
 	ctx := context.Background()
 	p := &purgeStore{batches: []int{10, 10, 3}}
-	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, time.Second); n != 23 || err != nil || p.calls != 3 {
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, time.Second, 0); n != 23 || err != nil || p.calls != 3 {
 		t.Fatalf("purged %d in %d calls (%v), want 23 in 3", n, p.calls, err)
 	}
 	// One cursor through a run, a new one for the next run: what a run
@@ -136,18 +138,60 @@ func TestPurgeBatches(t *testing.T) {
 	}
 	first := p.cursors[0]
 	p.calls, p.cursors, p.seen = 0, nil, nil
-	if _, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10, Cursor: first}, 0); err != nil {
+	if _, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10, Cursor: first}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if p.cursors[0] == first || !p.seen[0].Records.IsZero() {
 		t.Fatalf("second run's cursor %p at %v, want a new one from the start (the first run's was %p)", p.cursors[0], p.seen[0], first)
 	}
 	p = &purgeStore{batches: []int{10, 10}, fail: dedupe.ErrUnavailable}
-	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, 0); n != 20 || !errors.Is(err, dedupe.ErrUnavailable) {
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, 0, 0); n != 20 || !errors.Is(err, dedupe.ErrUnavailable) {
 		t.Fatalf("purged %d (%v), want 20 and the failure", n, err)
 	}
 	p = &purgeStore{batches: []int{7}}
-	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{}, 0); n != 7 || err != nil || p.calls != 1 {
+	if n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{}, 0, 0); n != 7 || err != nil || p.calls != 1 {
 		t.Fatalf("unbounded purge: %d in %d calls (%v), want 7 in 1", n, p.calls, err)
+	}
+}
+
+// serve's background purge pauses after each full batch, so that deleting
+// takes its duty of the time; none after the last (short) batch, and a
+// shutdown during a pause ends the run at once with what was removed.
+func TestPurgeBatchesPaced(t *testing.T) {
+	for _, c := range []struct {
+		busy time.Duration
+		duty float64
+		want time.Duration
+	}{
+		{10 * time.Millisecond, 0.3, 23333333 * time.Nanosecond},
+		{10 * time.Millisecond, 0.5, 10 * time.Millisecond},
+		{10 * time.Millisecond, 0, 0},
+		{10 * time.Millisecond, 1, 0},
+	} {
+		if got := purgePause(c.busy, c.duty); got != c.want {
+			t.Errorf("purgePause(%v, %v) = %v, want %v", c.busy, c.duty, got, c.want)
+		}
+	}
+	// Three calls of 20 ms, two pauses of at least 20 ms each at a duty of
+	// 0.5: at least 100 ms in all (a timer never fires early).
+	p := &purgeStore{batches: []int{10, 10, 3}, took: 20 * time.Millisecond}
+	start := time.Now()
+	if n, err := purgeBatches(context.Background(), p, dedupe.PurgeRequest{Limit: 10}, 0, 0.5); n != 23 || err != nil {
+		t.Fatalf("purged %d (%v), want 23", n, err)
+	}
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Fatalf("a paced run of 3 batches of 20 ms took %v, want at least 100 ms", took)
+	}
+	// A batch of 20 ms at a duty of 0.001 pauses ~20 s: the shutdown ends it.
+	ctx, cancel := context.WithCancel(context.Background())
+	p = &purgeStore{batches: []int{10, 10}, took: 20 * time.Millisecond}
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start = time.Now()
+	n, err := purgeBatches(ctx, p, dedupe.PurgeRequest{Limit: 10}, 0, 0.001)
+	if n != 10 || !errors.Is(err, context.Canceled) || p.calls != 1 {
+		t.Fatalf("stopped during a pause: %d in %d calls (%v), want 10 in 1 and context.Canceled", n, p.calls, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the shutdown waited %v for the pause", took)
 	}
 }
