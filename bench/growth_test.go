@@ -176,6 +176,10 @@ type growthDB interface {
 	settle(ctx context.Context) error // VACUUM ANALYZE / ANALYZE + checkpoint
 	count(ctx context.Context) (total, expired int64, err error)
 	size(ctx context.Context) (string, error)
+	// written is a running count of the bytes the store has written (its
+	// WAL on PostgreSQL; this process's writes to the disk for SQLite,
+	// whose only writer it is), to tell what a purge writes per record.
+	written(ctx context.Context) (int64, error)
 }
 
 // growthRun is one store being grown and measured.
@@ -374,7 +378,13 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 		if size > 0 {
 			r.check(t)
 		}
+		w0, werr := r.db.written(ctx)
 		row.newEv = r.loadNew(ctx, r.duration, nil)
+		w1, werr1 := r.db.written(ctx)
+		// What a new event writes, to tell the purge's writing from the
+		// claims' beside it.
+		perEvent := float64(w1-w0) / float64(max(row.newEv.n, 1))
+		werr = errors.Join(werr, werr1)
 		t.Logf("%s %d: new %.0f/s p99 %s", r.name, row.records, row.newEv.rate(), row.newEv.p99)
 		if r.liveDone() > 0 {
 			row.dup = r.load(ctx, r.duration, nil, r.duplicate)
@@ -393,8 +403,20 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 				row.purged, perr = growthPurge(ctx, r.store, r.batch, r.duty)
 				row.purgeTime = time.Since(t0)
 			}()
+			p0, perr0 := r.db.written(ctx)
 			row.inPurge = r.loadNew(ctx, 0, stop)
 			wg.Wait()
+			p1, perr1 := r.db.written(ctx)
+			if err := errors.Join(werr, perr0, perr1); err == nil && row.purged > 0 {
+				// What the purge wrote, beyond what the claims write in as
+				// long: a page (or more) per record means the records it
+				// deletes together lie on pages of their own.
+				extra := float64(p1-p0) - perEvent*float64(row.inPurge.n)
+				t.Logf("%s %d: %.0f MB written during the purge, %.0f MB beyond its %d new events' (%.1f KB each): %.1f KB per record purged",
+					r.name, row.records, float64(p1-p0)/1e6, extra/1e6, row.inPurge.n, perEvent/1e3, extra/1e3/float64(row.purged))
+			} else if err != nil {
+				t.Logf("%s: bytes written not read: %v", r.name, err)
+			}
 			if perr != nil {
 				t.Errorf("%s purge: %v", r.name, perr)
 				row.purgeErr = perr.Error()
@@ -772,6 +794,14 @@ func (p *pgGrowth) count(ctx context.Context) (total, expired int64, err error) 
 	return
 }
 
+func (p *pgGrowth) written(ctx context.Context) (int64, error) {
+	var n int64
+	// The WAL's insert position, exact at once (pg_stat_wal is flushed
+	// by each backend at most once a second).
+	err := p.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&n)
+	return n, err
+}
+
 func (p *pgGrowth) size(ctx context.Context) (string, error) {
 	var s string
 	err := p.pool.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('hookonce_records'))`).Scan(&s)
@@ -859,6 +889,22 @@ func (l *liteGrowth) count(ctx context.Context) (total, expired int64, err error
 	err = l.db.QueryRowContext(ctx, `SELECT count(*), (SELECT count(*) FROM records WHERE expires_at <= ?) FROM records`,
 		time.Now().UnixMilli()).Scan(&total, &expired)
 	return
+}
+
+// written reads write_bytes of /proc/self/io: what this process had the
+// kernel write to storage (the WAL's frames and the checkpoints' pages),
+// Linux only.
+func (l *liteGrowth) written(context.Context) (int64, error) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("no write_bytes in /proc/self/io")
 }
 
 func (l *liteGrowth) size(ctx context.Context) (string, error) {
