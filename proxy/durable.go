@@ -545,6 +545,10 @@ func (p *Proxy) countPending(ctx context.Context) {
 			p.noticeBacklogOld(c.Sender, c.N, c.Oldest)
 		}
 	}
+	// Deliveries added or settled while the store counted are added or
+	// taken off here; one whose write the count saw but whose add or
+	// settle came after the snapshot above is counted twice (or not at
+	// all) until the next recount.
 	p.durable.mu.Lock()
 	for name, n := range p.durable.adds {
 		owed[name] += n - before[name]
