@@ -78,6 +78,7 @@ type dsample struct {
 	sample
 	hookonceCPU, siteCPU, serversCPU, loadCPU time.Duration
 	siteRuns                                  int64
+	switches                                  int64 // the serve process's context switches (-1: not counted)
 }
 
 // wrkScript is the Lua script of every wrk path: the same work for the
@@ -252,6 +253,7 @@ func runDeploy(o options) error {
 		return fmt.Errorf("-mode deploy needs wrk (Debian: apt-get install wrk): %w", err)
 	}
 	load0 := loadavg()
+	serveEnv = o.serveEnv
 	r := &rig{}
 	defer r.close()
 	ctx := context.Background()
@@ -448,6 +450,9 @@ func runDeploy(o options) error {
 		dpath{name: dOpenMixNotify, op: mixedEvents(p, sqNotify.URL+hookPath, "onot-", &refusedNotify), hookonce: sqNotify.CPU, siteRuns: 1, refused: &refusedNotify})
 	r.notes = append(r.notes, fmt.Sprintf("issue 46, a notify channel down: a SQLite serve process (FULL) whose notify: telegram api_url and webhook url go to a loopback port that accepts and never answers (refusals: count 1 within 1m, interval 1s, digest_wait 1ms; a try times out after 20 s), and the default SQLite serve process without notify:, under the open loop's new events with one request in %d sent without its X-Event-Id (refused 400, missing key: refusal notices all along); both p99s are over all requests of the mix", refusedEvery))
 	r.notes = append(r.notes, fmt.Sprintf("hookonce serve: built from this checkout (go build), each store its own process with serve's defaults (replay cache on, --log-level %s), the contract of one sender keyed on X-Event-Id; the SQLite files in %s", serveLogLevel, os.TempDir()))
+	if len(serveEnv) > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("**an experiment, not serve's defaults:** every serve process had %s in its environment (-serve-env)", strings.Join(serveEnv, ", ")))
+	}
 	r.notes = append(r.notes, fmt.Sprintf("load: %s, -t %d -c %d, a ~1 KB JSON POST, a header set per request by the same Lua script on every path (a new X-Event-Id per request; duplicates: one of 256 ids stored before); the site and the bare proxy: this program started again in a role (its own process); the site counts the webhooks it executes, and every run is checked against wrk's count (each new event and each forwarded request executed once, duplicates never)",
 		wrkVersion(wrkBin), o.wrkThreads, o.conns))
 
@@ -484,6 +489,10 @@ func runDeploy(o options) error {
 			ref0 = pt.refused.Load()
 		}
 		h0, s0, v0 := read(pt.hookonce), site.CPU(), read(pt.servers)
+		var sw0 int64
+		if pt.proc != nil {
+			sw0 = pt.proc.switches()
+		}
 		switch {
 		case pt.external != nil:
 			out.sample = pt.external(rate, d)
@@ -509,6 +518,10 @@ func runDeploy(o options) error {
 			}
 		}
 		out.hookonceCPU, out.siteCPU, out.serversCPU = read(pt.hookonce)-h0, site.CPU()-s0, read(pt.servers)-v0
+		out.switches = -1
+		if pt.proc != nil {
+			out.switches = pt.proc.switches() - sw0
+		}
 		pt.drainOwed()
 		r1, errR1 := settledRuns(site.URL)
 		out.siteRuns = r1 - r0
@@ -578,18 +591,22 @@ type dsummary struct {
 	summary
 	hookonceCPU, siteCPU, serversCPU, loadCPU time.Duration // per request
 	siteRunsPerReq                            float64
+	switchesPerReq                            float64 // the serve process's context switches (-1: not counted)
 }
 
 func summarizeD(name string, ss []dsample) dsummary {
 	var plain []sample
 	var h, st, sv, ld []time.Duration
-	var runs []float64
+	var runs, sw []float64
 	for _, s := range ss {
 		plain = append(plain, s.sample)
 		if s.Requests > 0 {
 			n := time.Duration(s.Requests)
 			h, st, sv, ld = append(h, s.hookonceCPU/n), append(st, s.siteCPU/n), append(sv, s.serversCPU/n), append(ld, s.loadCPU/n)
 			runs = append(runs, float64(s.siteRuns)/float64(s.Requests))
+			if s.switches >= 0 {
+				sw = append(sw, float64(s.switches)/float64(s.Requests))
+			}
 		}
 	}
 	out := dsummary{summary: summarize(name, plain)}
@@ -598,6 +615,10 @@ func summarizeD(name string, ss []dsample) dsummary {
 	}
 	out.hookonceCPU, out.siteCPU, out.serversCPU, out.loadCPU = median(h), median(st), median(sv), median(ld)
 	out.siteRunsPerReq = median(runs)
+	out.switchesPerReq = -1
+	if len(sw) > 0 {
+		out.switchesPerReq = median(sw)
+	}
 	return out
 }
 
@@ -648,17 +669,21 @@ func (r deployReport) markdown() string {
 	if ng, ok := findD(r.closed, dNginx); ok {
 		ngRPS = ng.rps
 	}
-	b.WriteString("| Path | req/s | × nginx | p50 | p99 | p99.9 | max | CPU/req: hookonce serve | site | other servers¹ | load generator² | site runs/req | errors |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| Path | req/s | × nginx | p50 | p99 | p99.9 | max | CPU/req: hookonce serve | site | other servers¹ | load generator² | serve's context switches/req³ | site runs/req | errors |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.closed {
 		ratio := "–"
 		if ngRPS > 0 {
 			ratio = fmt.Sprintf("%.2f×", s.rps/ngRPS)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s |\n", s.name, s.rps, ratio, ms(s.p50), ms(s.p99), ms(s.p999), msOr(s.max),
-			usOr(s.hookonceCPU), usOr(s.siteCPU), usOr(s.serversCPU), usOr(s.loadCPU), s.siteRunsPerReq, errCell(s.summary))
+		sw := "–"
+		if s.switchesPerReq >= 0 {
+			sw = fmt.Sprintf("%.2f", s.switchesPerReq)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s |\n", s.name, s.rps, ratio, ms(s.p50), ms(s.p99), ms(s.p999), msOr(s.max),
+			usOr(s.hookonceCPU), usOr(s.siteCPU), usOr(s.serversCPU), usOr(s.loadCPU), sw, s.siteRunsPerReq, errCell(s.summary))
 	}
-	b.WriteString("\n¹ nginx (master and workers), the bare proxy's process, or PostgreSQL (postmaster and backends; for pgbench not counted: its backends exit with it), from /proc. ² wrk or pgbench (a child of this program, getrusage), or this program sending the open loop.\n\n")
+	b.WriteString("\n¹ nginx (master and workers), the bare proxy's process, or PostgreSQL (postmaster and backends; for pgbench not counted: its backends exit with it), from /proc. ² wrk or pgbench (a child of this program, getrusage), or this program sending the open loop. ³ the serve process's threads switched out (voluntary and not, /proc/PID/task/*/status): each is the kernel's switch plus a wake-up to come back, a cost Go's CPU profile does not show (docs/performance.md, round 5).\n\n")
 	if len(r.open) > 0 {
 		fmt.Fprintf(&b, "Open loop: %.0f requests/s offered for %s per path per round, sent by this program (wrk holds no rate), latency from when each request was due; the floor: pgbench -R.\n\n", o.rate, o.openDur)
 		b.WriteString("| Path | answered/s | p50 | p99 | p99.9 | max | CPU/req: hookonce serve | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,7 @@ type options struct {
 	mode       string         // "inprocess" (default) or "deploy"
 	wrkThreads int            // deploy mode: wrk's -t
 	serveProf  string         // deploy mode: write the serve processes' CPU profiles (first round) here
+	serveEnv   []string       // deploy mode: extra environment of the serve processes (experiments)
 }
 
 func parseFlags(args []string, errOut io.Writer) (options, error) {
@@ -73,6 +75,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.StringVar(&o.mode, "mode", "inprocess", "inprocess: hookonce's handler inside this Go load process; deploy: the built binary in its own process under wrk (defaults then -duration 4s -rounds 4)")
 	fs.IntVar(&o.wrkThreads, "wrk-threads", 2, "deploy mode: wrk threads (-t)")
 	fs.StringVar(&o.serveProf, "serveprofile", "", "deploy mode: write a CPU profile of the serve process during the first round of each hookonce path to this folder (from its admin listener's /debug/pprof)")
+	env := fs.String("serve-env", "", "deploy mode: extra environment of the serve processes, KEY=VALUE[,KEY=VALUE…] (experiments such as GOGC=200; the report names it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -84,6 +87,14 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		}
 		if !set["rounds"] {
 			o.rounds = 4
+		}
+	}
+	if *env != "" {
+		for _, kv := range strings.Split(*env, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return o, fmt.Errorf("-serve-env: %q is not KEY=VALUE", kv)
+			}
+			o.serveEnv = append(o.serveEnv, kv)
 		}
 	}
 	if *only != "" {

@@ -41,7 +41,11 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || o.duration != time.Second || o.rounds != 1 {
 		t.Errorf("deploy with flags = %+v, %v", o, err)
 	}
-	for _, bad := range [][]string{{"-mode", "x"}, {"-wrk-threads", "0"}, {"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"-open-duration", "0s"}, {"extra"}, {"-nope"}} {
+	o, err = parseFlags([]string{"-mode", "deploy", "-serve-env", "GOGC=400,GODEBUG=gctrace=1"}, io.Discard)
+	if err != nil || len(o.serveEnv) != 2 || o.serveEnv[0] != "GOGC=400" || o.serveEnv[1] != "GODEBUG=gctrace=1" {
+		t.Errorf("-serve-env = %q, %v", o.serveEnv, err)
+	}
+	for _, bad := range [][]string{{"-serve-env", "GOGC"}, {"-serve-env", "=1"}, {"-serve-env", "GOGC=400,"}, {"-mode", "x"}, {"-wrk-threads", "0"}, {"-only", "("}, {"-duration", "0s"}, {"-rounds", "0"}, {"-conns", "0"}, {"-rate", "-1"}, {"-open-duration", "0s"}, {"extra"}, {"-nope"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -48,6 +49,9 @@ type serveProc struct {
 // with (HOOKONCE_ADMIN_TOKEN), so that -serveprofile can read its CPU
 // profile from /debug/pprof/profile; it never leaves this machine's
 // loopback.
+// serveEnv is added to every serve process's environment (-serve-env).
+var serveEnv []string
+
 var profToken = "compare-profile-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // cpuProfile writes a CPU profile of the serve process over d to file
@@ -112,6 +116,7 @@ func startServeWith(bin, dir, upstream, store, contractYAML string) (*serveProc,
 	cmd := exec.Command(bin, "serve", "--upstream", upstream, "--listen", addr, "--admin-listen", admin,
 		"--config", cfg, "--store", store, "--log-level", serveLogLevel)
 	cmd.Env = append(os.Environ(), "HOOKONCE_ADMIN_TOKEN="+profToken)
+	cmd.Env = append(cmd.Env, serveEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -133,6 +138,33 @@ func (s *serveProc) PID() int { return s.cmd.Process.Pid }
 // CPU is the process's user+system CPU time so far (it starts no
 // children).
 func (s *serveProc) CPU() time.Duration { return treeCPU([]int{s.PID()}) }
+
+// switches is how many times the process's threads have been switched
+// out so far, voluntarily (a thread that sleeps: an idle Go scheduler, a
+// blocking syscall) or not, from /proc/PID/task/*/status: each costs the
+// kernel's switch and, to come back, a wake-up. Threads that exited are
+// not counted (Go's runtime keeps its threads).
+func (s *serveProc) switches() int64 {
+	dir := fmt.Sprintf("/proc/%d/task", s.PID())
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}
 
 // stop ends the process by its PID: SIGTERM (serve drains), then SIGKILL.
 func (s *serveProc) stop() {
