@@ -24,8 +24,8 @@ const (
 // spends deleting: after each batch it pauses for the batch's time × (1 −
 // duty) / duty. Measured on 2 cores at 1,000 new events/s with 334 k of 1 M
 // records expired (bench TestGrowth), a flat-out purge raised the claims'
-// p99 on PostgreSQL by +2.2 to +11.5 ms from run to run, one at 0.3 by +2.1
-// to +2.8 ms (SQLite: +15.4 → +10.8 ms); at 0.3 it still deletes ~30,000
+// p99 on PostgreSQL by +2.2 to +11.5 ms from run to run, one at 0.3 by +1.8
+// to +2.8 ms (SQLite: +15.4 → +8.5 to +10.8 ms); at 0.3 it still deletes ~30,000
 // PostgreSQL records a second, far above what any sender's events expire
 // at. The purge command, run by an operator, goes flat out.
 const backgroundPurgeDuty = 0.3
