@@ -38,19 +38,6 @@ import (
 // ever waits for, and moving it off the writer took the p99 at 1,000/s
 // from 21 to 1.9 ms.
 //
-// A purge under full is the exception: its chunks' pages lie all over
-// the file, and the automatic checkpoint that copies them runs in a
-// claim's commit. So while a purge runs the writer checkpoints only past
-// purgeFullAutoCheckpoint pages, and the purge itself, after each chunk,
-// runs a PASSIVE checkpoint from a connection of its own (purgeCkpt,
-// synchronous=full like the writer: the WAL synced before the copy, the
-// file after): it copies its own pages while the claims go on, and the
-// next chunk waits for it, so the purge never writes faster than its
-// pages are copied. Measured at 1 M records, 1,000 new events/s (bench
-// TestGrowth; docs/performance.md, round 6): the claims' p99 during the
-// purge went from 15.2-15.5 ms to 9.4-10.9 ms, for a purge that takes a
-// quarter longer.
-//
 // On a full disk a WAL that restarted is written over in place, into
 // blocks the file already has: a commit then needs no new space and
 // succeeds where one appending to the WAL fails (faults/diskfull_test.go).
@@ -62,13 +49,8 @@ const (
 	// checkpoints between two batches.
 	walLimitFrames = 16000
 	// purgeAutoCheckpoint is SQLite's default wal_autocheckpoint, given
-	// back to the writer while a purge runs (under normal), and the
-	// writer's own under full.
+	// back to the writer while a purge runs.
 	purgeAutoCheckpoint = 1000
-	// purgeFullAutoCheckpoint (~78 MiB of 4 KiB pages) is the writer's
-	// wal_autocheckpoint while a purge runs under full, the purge
-	// checkpointing after each chunk (purgeCheckpoint).
-	purgeFullAutoCheckpoint = 20000
 )
 
 // startCheckpointer opens the checkpointer's connection and runs it until
@@ -136,33 +118,18 @@ func walCheckpoint(row *sql.Row) (busy bool, frames int64, err error) {
 	return b != 0, log, err
 }
 
-// purgeStart sets the writer's automatic checkpoint for a purge: under
-// normal SQLite's own (the checkpointer would fall behind), under full
-// one past purgeFullAutoCheckpoint pages (the purge checkpoints, see
-// purgeCheckpoint). The func it returns sets it back once the last purge
-// ends.
+// purgeStart gives the writer SQLite's automatic checkpoint while a purge
+// runs; the func it returns takes it back once the last purge ends.
 func (s *Store) purgeStart(ctx context.Context) func() {
-	during, after := purgeAutoCheckpoint, 0
 	if s.ckpt == nil {
-		during, after = purgeFullAutoCheckpoint, purgeAutoCheckpoint
+		return func() {} // SQLite's own checkpoint throughout
 	}
 	if s.purging.Add(1) == 1 {
-		_, _ = s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, during))
+		_, _ = s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, purgeAutoCheckpoint))
 	}
 	return func() {
 		if s.purging.Add(-1) == 0 {
-			_, _ = s.w.ExecContext(context.Background(), fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, after))
+			_, _ = s.w.ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 0`)
 		}
 	}
-}
-
-// purgeCheckpoint runs, after a purge's chunk under full, a PASSIVE
-// checkpoint from purgeCkpt: it copies what is committed without waiting
-// for the writer (a busy one copies what it can, and the writer's own
-// automatic checkpoint is the backstop), and the purge waits for it.
-func (s *Store) purgeCheckpoint(ctx context.Context) {
-	if s.purgeCkpt == nil {
-		return
-	}
-	_, _ = s.purgeCkpt.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
 }

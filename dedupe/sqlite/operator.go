@@ -155,7 +155,6 @@ func (s *Store) Purge(ctx context.Context, req dedupe.PurgeRequest) (int, error)
 		if err != nil {
 			return int(n), unavailable("purge", err)
 		}
-		s.purgeCheckpoint(ctx)
 		n += d
 		if d < chunk {
 			break

@@ -95,9 +95,6 @@ type Store struct {
 	ckptDone  chan struct{}
 	walFrames atomic.Int64
 	purging   atomic.Int32
-	// purgeCkpt (synchronous=full only, else nil): the connection a purge
-	// checkpoints from after each chunk (checkpoint.go, purgeCheckpoint).
-	purgeCkpt *sql.DB
 
 	// check is the file's integrity, checked in the background (check.go).
 	check integrity
@@ -254,18 +251,6 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 			w.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
-	} else {
-		// The connection a purge checkpoints from (checkpoint.go); it
-		// opens the file only when a purge first uses it.
-		if s.purgeCkpt, err = sql.Open("sqlite", dsn("")); err != nil {
-			rs.close()
-			ws.close()
-			r.Close()
-			w.Close()
-			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-		}
-		s.purgeCkpt.SetMaxOpenConns(1)
-		s.purgeCkpt.SetConnMaxIdleTime(0)
 	}
 	go s.writer()
 	s.startCheck()
@@ -327,9 +312,6 @@ func (s *Store) Close() error {
 		if s.ckpt != nil {
 			<-s.ckptDone
 			ckptErr = s.ckpt.Close()
-		}
-		if s.purgeCkpt != nil {
-			ckptErr = errors.Join(ckptErr, s.purgeCkpt.Close())
 		}
 		s.stopCheck()
 		s.closeErr = errors.Join(s.rs.close(), s.ws.close(), s.r.Close(), ckptErr, s.w.Close())
