@@ -490,8 +490,9 @@ func runDeploy(o options) error {
 		}
 		h0, s0, v0 := read(pt.hookonce), site.CPU(), read(pt.servers)
 		var sw0 int64
+		swOK := false
 		if pt.proc != nil {
-			sw0 = pt.proc.switches()
+			sw0, swOK = pt.proc.switches()
 		}
 		switch {
 		case pt.external != nil:
@@ -519,8 +520,10 @@ func runDeploy(o options) error {
 		}
 		out.hookonceCPU, out.siteCPU, out.serversCPU = read(pt.hookonce)-h0, site.CPU()-s0, read(pt.servers)-v0
 		out.switches = -1
-		if pt.proc != nil {
-			out.switches = pt.proc.switches() - sw0
+		if swOK {
+			if sw1, ok := pt.proc.switches(); ok {
+				out.switches = sw1 - sw0
+			}
 		}
 		pt.drainOwed()
 		r1, errR1 := settledRuns(site.URL)

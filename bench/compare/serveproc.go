@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,13 +47,13 @@ type serveProc struct {
 	log   string
 }
 
+// serveEnv is added to every serve process's environment (-serve-env).
+var serveEnv []string
+
 // profToken is the admin token every serve process of this run is started
 // with (HOOKONCE_ADMIN_TOKEN), so that -serveprofile can read its CPU
 // profile from /debug/pprof/profile; it never leaves this machine's
 // loopback.
-// serveEnv is added to every serve process's environment (-serve-env).
-var serveEnv []string
-
 var profToken = "compare-profile-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // cpuProfile writes a CPU profile of the serve process over d to file
@@ -143,27 +145,35 @@ func (s *serveProc) CPU() time.Duration { return treeCPU([]int{s.PID()}) }
 // out so far, voluntarily (a thread that sleeps: an idle Go scheduler, a
 // blocking syscall) or not, from /proc/PID/task/*/status: each costs the
 // kernel's switch and, to come back, a wake-up. Threads that exited are
-// not counted (Go's runtime keeps its threads).
-func (s *serveProc) switches() int64 {
+// not counted (Go's runtime keeps its threads). false when the process's
+// threads cannot be read or a count does not parse: the round then shows
+// none rather than a number that is not one.
+func (s *serveProc) switches() (int64, bool) {
 	dir := fmt.Sprintf("/proc/%d/task", s.PID())
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	var n int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
 		if err != nil {
-			continue
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the thread exited meanwhile
+			}
+			return 0, false
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, false
+				}
 				n += c
 			}
 		}
 	}
-	return n
+	return n, true
 }
 
 // stop ends the process by its PID: SIGTERM (serve drains), then SIGKILL.
