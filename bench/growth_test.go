@@ -18,7 +18,10 @@ package bench_test
 // new key, then Complete, as the proxy does), duplicates (Claim of a done
 // record: Duplicate), and the same new-event load while the retention
 // loop's purge runs (Purge with Limit 500, repeated until a batch comes
-// back short: internal/cli purgeBatches).
+// back short: internal/cli purgeBatches). The run during the purge also
+// tells the new events that overlapped one of its batches from the others
+// (each group's p99, and how many of the slowest 1% met a batch): whether
+// the claims wait on the purge's statements or on what they leave behind.
 //
 // Without HOOKONCE_GROWTH the test runs a short form (10,000 records, runs
 // of 300 ms) that checks the fill against the schema and the Store; the
@@ -53,6 +56,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,6 +205,66 @@ type growthRun struct {
 	batch    int           // records a purge call removes at most
 	rate     float64       // new events offered per second (open loop); 0: growthWorkers flat out
 	rows     []growthRow
+	// spans, while set, collects each new event's time from its start to
+	// its answer (the run during the purge, to see which of them met a
+	// purge batch).
+	spans *spanLog
+}
+
+// span is a stretch of time: a new event's, or a purge batch's.
+type span struct{ from, to time.Time }
+
+// spanLog collects spans from many goroutines.
+type spanLog struct {
+	mu    sync.Mutex
+	spans []span
+}
+
+func (l *spanLog) add(from, to time.Time) {
+	l.mu.Lock()
+	l.spans = append(l.spans, span{from, to})
+	l.mu.Unlock()
+}
+
+// batchOverlap tells the new events that overlapped a purge batch from
+// the others: the p99 of each group and how many of the slowest 1% (by
+// their time from start to answer) overlapped one. If the purge's own
+// statements are what delays the claims, the slow ones meet a batch; if
+// the cost comes after (the WAL it left, a vacuum), they need not.
+func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, slow int) {
+	sort.Slice(batches, func(i, j int) bool { return batches[i].from.Before(batches[j].from) })
+	meets := func(e span) bool {
+		// the first batch that ends after the event starts
+		i := sort.Search(len(batches), func(i int) bool { return batches[i].to.After(e.from) })
+		return i < len(batches) && batches[i].from.Before(e.to)
+	}
+	var in, out, all []time.Duration
+	for _, e := range events {
+		d := e.to.Sub(e.from)
+		all = append(all, d)
+		if meets(e) {
+			in = append(in, d)
+		} else {
+			out = append(out, d)
+		}
+	}
+	p99 := func(ds []time.Duration) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		slices.Sort(ds)
+		return ds[(len(ds)-1)*99/100]
+	}
+	cut := p99(all)
+	for _, e := range events {
+		if e.to.Sub(e.from) > cut {
+			slow++
+			if meets(e) {
+				slowMet++
+			}
+		}
+	}
+	return p99(in), p99(out), slowMet, slow
 }
 
 type growthRow struct {
@@ -421,6 +485,8 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			}
 			stop := make(chan struct{})
 			var perr error
+			var batches []span
+			r.spans = &spanLog{}
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
@@ -428,12 +494,16 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 				defer close(stop)
 				time.Sleep(r.duration / 10) // the load runs before the purge starts
 				t0 := time.Now()
-				row.purged, perr = growthPurge(ctx, r.store, r.batch, r.duty)
+				row.purged, perr = growthPurge(ctx, r.store, r.batch, r.duty, func(from, to time.Time) {
+					batches = append(batches, span{from, to})
+				})
 				row.purgeTime = time.Since(t0)
 			}()
 			p0, perr0 := r.db.written(ctx)
 			row.inPurge = r.loadNew(ctx, 0, stop)
 			wg.Wait()
+			events := r.spans.spans
+			r.spans = nil
 			p1, perr1 := r.db.written(ctx)
 			if err := errors.Join(werr, perr0, perr1); err == nil && row.purged > 0 {
 				// What the purge wrote, beyond what the claims write in as
@@ -454,6 +524,13 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			}
 			t.Logf("%s %d: purged %d in %s; new %.0f/s p99 %s during it", r.name, row.records, row.purged,
 				row.purgeTime.Round(time.Millisecond), row.inPurge.rate(), row.inPurge.p99)
+			var busy time.Duration
+			for _, b := range batches {
+				busy += b.to.Sub(b.from)
+			}
+			met, other, slowMet, slow := batchOverlap(events, batches)
+			t.Logf("%s %d: %d purge batches, %.0f%% of the purge's time; new events that met a batch p99 %s, the others %s; of the slowest 1%% (%d), %d met a batch",
+				r.name, row.records, len(batches), 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(met), ms(other), slow, slowMet)
 		}
 		for _, l := range []loadResult{row.newEv, row.dup, row.quiet, row.inPurge} {
 			if l.errs > 0 {
@@ -468,8 +545,8 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 // serve's purgeLoop runs it): batches of 500, each call bounded by 10 s,
 // until a batch comes back short, pausing after each so that batches run
 // duty of the time (serve's 0.3; 1: no pause). One cursor for the run, as
-// purgeBatches gives.
-func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64) (int, error) {
+// purgeBatches gives. onBatch is told each batch's start and end.
+func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64, onBatch func(from, to time.Time)) (int, error) {
 	total := 0
 	req := dedupe.PurgeRequest{Limit: batch, Cursor: new(dedupe.PurgeCursor)}
 	for {
@@ -477,6 +554,7 @@ func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64) (
 		cctx, cancel := context.WithTimeout(ctx, growthPurgeCall)
 		n, err := s.Purge(cctx, req)
 		cancel()
+		onBatch(t0, time.Now())
 		total += n
 		if err != nil {
 			return total, err
@@ -495,6 +573,10 @@ var growthResp = dedupe.Response{Status: 200, Header: http.Header{"Content-Type"
 // newEvent is a new event as the proxy stores it: Claim of a new key, then
 // Complete with the site's answer.
 func (r *growthRun) newEvent(ctx context.Context, rng *rand.Rand) error {
+	if l := r.spans; l != nil {
+		t0 := time.Now()
+		defer func() { l.add(t0, time.Now()) }()
+	}
 	sender := growthSenders[rng.IntN(len(growthSenders))]
 	key := fmt.Sprintf("evt_new_%016x%08x", rng.Uint64(), rng.Uint32())
 	hash := fmt.Sprintf("%016x%016x%016x%016x", rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())

@@ -42,6 +42,26 @@ func TestPurgeCutOffIsAnIndexCondition(t *testing.T) {
 	}
 }
 
+// The DELETE takes the rows its sub-select locked by their ctid: finding
+// them again through the primary key was a B-tree probe per row, five
+// sixths of a batch's time at 1 M records, and a claim beside it waited
+// the batch out (docs/performance.md, round 7).
+func TestPurgeDeletesTheLockedRowsByTID(t *testing.T) {
+	s := mustNew(t, pgtest.Shared(t).NewDatabase(t))
+	conn := indexOnly(t, s)
+	for _, byReceived := range []bool{false, true} {
+		rec, _ := postgres.PurgeSQL(byReceived)
+		args := []any{500, time.Now().Add(-time.Hour)}
+		if byReceived {
+			args = append(args, time.Now())
+		}
+		p := explain(t, conn, rec, args...)
+		if !strings.Contains(p, "Tid Scan on hookonce_records") || strings.Contains(p, "hookonce_records_pkey") {
+			t.Errorf("byReceived=%v: the DELETE does not take its rows by ctid:\n%s", byReceived, p)
+		}
+	}
+}
+
 func explain(t *testing.T, conn *pgxpool.Conn, sql string, args ...any) string {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), "EXPLAIN "+sql, args...)
