@@ -172,11 +172,17 @@ func (s *Store) Forget(ctx context.Context, sender, key string) error {
 // live lease is.
 //
 // The DELETE takes the rows the sub-select locked by their ctid (a TID
-// scan), which the lock keeps from changing until the commit. It used to
-// find them again by (sender, key): a probe of the primary key's B-tree
-// per row, four pages each, 5 of a batch's 6 ms at 1 M records. A claim waits out whatever runs beside it on two
-// cores, so the batch's length was the claims' p99 during a purge
-// (docs/performance.md, round 7).
+// scan). Each ctid is that of the version locked: a row updated since the
+// statement's snapshot (a claim took the key again) is locked in its
+// newest version and re-checked against the conditions, and the sub-select
+// returns that version (PostgreSQL's EvalPlanQual), or skips it when it no
+// longer qualifies ("the updated version of the row is returned", as the
+// manual's SELECT … FOR UPDATE has it). The lock then keeps the version
+// from being updated, deleted or pruned until the commit. The DELETE used
+// to find the rows again by (sender, key), a probe of the primary key's
+// B-tree per row, four pages each: 5 of a batch's 6 ms at 1 M records. On
+// two cores a claim waits out whatever runs beside it, so the batch's
+// length was the claims' p99 during a purge (docs/performance.md, round 7).
 func purgeSQL(byReceived bool) (recSQL, confSQL string) {
 	const removable = `NOT (state = 'processing' AND lease_until > clock_timestamp()) AND pending_since IS NULL`
 	col, before := `expires_at`, `<= (SELECT clock_timestamp())`
