@@ -20,8 +20,9 @@ package bench_test
 // loop's purge runs (Purge with Limit 500, repeated until a batch comes
 // back short: internal/cli purgeBatches). The run during the purge also
 // tells the new events that overlapped one of its batches from the others
-// (each group's p99, and how many of the slowest 1% met a batch): whether
-// the claims wait on the purge's statements or on what they leave behind.
+// (each group's p99, and how many of the slowest 1% met a batch), beside
+// how long the batches took: whether the claims wait on the purge's
+// statements or on what they leave behind.
 //
 // Without HOOKONCE_GROWTH the test runs a short form (10,000 records, runs
 // of 300 ms) that checks the fill against the schema and the Store; the
@@ -525,12 +526,18 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			t.Logf("%s %d: purged %d in %s; new %.0f/s p99 %s during it", r.name, row.records, row.purged,
 				row.purgeTime.Round(time.Millisecond), row.inPurge.rate(), row.inPurge.p99)
 			var busy time.Duration
+			took := make([]time.Duration, 0, len(batches))
 			for _, b := range batches {
 				busy += b.to.Sub(b.from)
+				took = append(took, b.to.Sub(b.from))
 			}
+			slices.Sort(took)
 			met, other, slowMet, slow := batchOverlap(events, batches)
-			t.Logf("%s %d: %d purge batches, %.0f%% of the purge's time; new events that met a batch p99 %s, the others %s; of the slowest 1%% (%d), %d met a batch",
-				r.name, row.records, len(batches), 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(met), ms(other), slow, slowMet)
+			if n := len(took); n > 0 {
+				t.Logf("%s %d: %d purge batches, %.0f%% of the purge's time, each p50 %s, p99 %s, max %s; new events that met a batch p99 %s, the others %s; of the slowest 1%% (%d), %d met a batch",
+					r.name, row.records, n, 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(took[(n-1)/2]), ms(took[(n-1)*99/100]), ms(took[n-1]),
+					ms(met), ms(other), slow, slowMet)
+			}
 		}
 		for _, l := range []loadResult{row.newEv, row.dup, row.quiet, row.inPurge} {
 			if l.errs > 0 {
