@@ -227,13 +227,21 @@ func (l *spanLog) add(from, to time.Time) {
 	l.mu.Unlock()
 }
 
+// at is the q-th percentile (0–100) of ds, sorted; 0 when there is none.
+func at(ds []time.Duration, q int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[(len(ds)-1)*q/100]
+}
+
 // batchOverlap tells the new events that overlapped a purge batch from
 // the others: the p99 of each group and how many of the slowest 1% (by
 // their time from start to answer) overlapped one. If the purge's own
 // statements are what delays the claims, the slow ones meet a batch; if
 // the cost comes after (the WAL it left, a vacuum), they need not.
+// batches are in the order they ran, one after another.
 func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, slow int) {
-	sort.Slice(batches, func(i, j int) bool { return batches[i].from.Before(batches[j].from) })
 	meets := func(e span) bool {
 		// the first batch that ends after the event starts
 		i := sort.Search(len(batches), func(i int) bool { return batches[i].to.After(e.from) })
@@ -249,14 +257,10 @@ func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, sl
 			out = append(out, d)
 		}
 	}
-	p99 := func(ds []time.Duration) time.Duration {
-		if len(ds) == 0 {
-			return 0
-		}
-		slices.Sort(ds)
-		return ds[(len(ds)-1)*99/100]
-	}
-	cut := p99(all)
+	slices.Sort(in)
+	slices.Sort(out)
+	slices.Sort(all)
+	cut := at(all, 99)
 	for _, e := range events {
 		if e.to.Sub(e.from) > cut {
 			slow++
@@ -265,7 +269,7 @@ func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, sl
 			}
 		}
 	}
-	return p99(in), p99(out), slowMet, slow
+	return at(in, 99), at(out, 99), slowMet, slow
 }
 
 type growthRow struct {
@@ -533,9 +537,9 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			}
 			slices.Sort(took)
 			met, other, slowMet, slow := batchOverlap(events, batches)
-			if n := len(took); n > 0 {
+			if len(took) > 0 && len(events) > 0 {
 				t.Logf("%s %d: %d purge batches, %.0f%% of the purge's time, each p50 %s, p99 %s, max %s; new events that met a batch p99 %s, the others %s; of the slowest 1%% (%d), %d met a batch",
-					r.name, row.records, n, 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(took[(n-1)/2]), ms(took[(n-1)*99/100]), ms(took[n-1]),
+					r.name, row.records, len(took), 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(at(took, 50)), ms(at(took, 99)), ms(at(took, 100)),
 					ms(met), ms(other), slow, slowMet)
 			}
 		}
@@ -718,10 +722,8 @@ func (r *growthRun) load(ctx context.Context, d time.Duration, stop <-chan struc
 		all = append(all, l...)
 	}
 	res.n = int64(len(all))
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	if len(all) > 0 {
-		res.p50, res.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
-	}
+	slices.Sort(all)
+	res.p50, res.p99 = at(all, 50), at(all, 99)
 	return res
 }
 
@@ -742,9 +744,7 @@ func (r *growthRun) loadNew(ctx context.Context, d time.Duration, stop <-chan st
 		return r.newEvent(ctx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(k))))
 	})
 	out := loadResult{n: int64(len(res.Latencies)), elapsed: res.Elapsed, errs: res.Errors, firstErr: res.FirstErr}
-	if all := res.Latencies; len(all) > 0 {
-		out.p50, out.p99 = all[(len(all)-1)/2], all[(len(all)-1)*99/100]
-	}
+	out.p50, out.p99 = at(res.Latencies, 50), at(res.Latencies, 99)
 	return out
 }
 
