@@ -78,17 +78,3 @@ WITH v AS (
 	FOR UPDATE SKIP LOCKED
 )
 DELETE FROM hookonce_objects o USING v WHERE o.scope = v.scope AND o.object = v.object`
-
-// purgeObjects removes abandoned locks, batch rows at a time, all of them
-// unless one batch is all (limited).
-func (s *Store) purgeObjects(ctx context.Context, batch int, limited bool) error {
-	for {
-		tag, err := s.db.Exec(ctx, purgeObjectsSQL, batch, micros(objectGrace))
-		if err != nil {
-			return fail("purge objects", err)
-		}
-		if limited || int(tag.RowsAffected()) < batch {
-			return nil
-		}
-	}
-}
