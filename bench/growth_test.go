@@ -22,7 +22,9 @@ package bench_test
 // tells the new events that overlapped one of its batches from the others
 // (each group's p99, and how many of the slowest 1% met a batch), beside
 // how long the batches took: whether the claims wait on the purge's
-// statements or on what they leave behind.
+// statements or on what they leave behind. With an offered rate, the run
+// before the purge is also cut into windows of as many new events as the
+// purge saw, and the purge's p99 is set against their median (windowP99s).
 //
 // Without HOOKONCE_GROWTH the test runs a short form (10,000 records, runs
 // of 300 ms) that checks the fill against the schema and the Store; the
@@ -272,6 +274,35 @@ func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, sl
 	return at(in, 99), at(out, 99), slowMet, slow
 }
 
+// windowP99s cuts a run's new events, in the order they were due, into
+// windows of n and answers the p99 of each full window, sorted. A purge
+// lasts seconds; the run it is judged against, a minute. One stall of the
+// machine (a slow disk flush holds every claim behind it) lands in the
+// minute's p99 only diluted, and in the purge's whole: judged against
+// windows as long as the purge, the purge is compared with what any few
+// seconds without it look like. Requests not answered (-1) are left out.
+func windowP99s(byDue []time.Duration, n int) []time.Duration {
+	if n <= 0 {
+		return nil
+	}
+	var out []time.Duration
+	for i := 0; i+n <= len(byDue); i += n {
+		w := make([]time.Duration, 0, n)
+		for _, l := range byDue[i : i+n] {
+			if l >= 0 {
+				w = append(w, l)
+			}
+		}
+		if len(w) == 0 {
+			continue
+		}
+		slices.Sort(w)
+		out = append(out, at(w, 99))
+	}
+	slices.Sort(out)
+	return out
+}
+
 type growthRow struct {
 	name                string
 	records, expired    int64
@@ -282,6 +313,9 @@ type growthRow struct {
 	purged              int
 	purgeTime           time.Duration
 	purgeErr            string
+	// windows: the p99s of the quiet run cut into windows of as many new
+	// events as the purge saw (open loop only), sorted.
+	windows []time.Duration
 }
 
 type loadResult struct {
@@ -290,6 +324,7 @@ type loadResult struct {
 	p50, p99 time.Duration
 	errs     int64
 	firstErr error
+	byDue    []time.Duration // open loop: openloop.Result.ByDue
 }
 
 func (l loadResult) rate() float64 {
@@ -529,6 +564,11 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			}
 			t.Logf("%s %d: purged %d in %s; new %.0f/s p99 %s during it", r.name, row.records, row.purged,
 				row.purgeTime.Round(time.Millisecond), row.inPurge.rate(), row.inPurge.p99)
+			if row.windows = windowP99s(row.quiet.byDue, len(row.inPurge.byDue)); len(row.windows) > 0 {
+				above := sort.Search(len(row.windows), func(i int) bool { return row.windows[i] >= row.inPurge.p99 })
+				t.Logf("%s %d: the run before, in %d windows of %d new events (as many as during the purge): p99 median %s, worst %s; the purge's p99 is above %d of them",
+					r.name, row.records, len(row.windows), len(row.inPurge.byDue), ms(at(row.windows, 50)), ms(at(row.windows, 100)), above)
+			}
 			var busy time.Duration
 			took := make([]time.Duration, 0, len(batches))
 			for _, b := range batches {
@@ -743,7 +783,7 @@ func (r *growthRun) loadNew(ctx context.Context, d time.Duration, stop <-chan st
 	res := openloop.Run(r.rate, 0, stop, 4*growthWorkers, func(k int64) error {
 		return r.newEvent(ctx, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(k))))
 	})
-	out := loadResult{n: int64(len(res.Latencies)), elapsed: res.Elapsed, errs: res.Errors, firstErr: res.FirstErr}
+	out := loadResult{n: int64(len(res.Latencies)), elapsed: res.Elapsed, errs: res.Errors, firstErr: res.FirstErr, byDue: res.ByDue}
 	out.p50, out.p99 = at(res.Latencies, 50), at(res.Latencies, 99)
 	return out
 }
@@ -798,17 +838,23 @@ func growthReport(runs []*growthRun, d time.Duration) string {
 				row.newEv.rate(), ms(row.newEv.p50), ms(row.newEv.p99), vs, dup)
 		}
 	}
-	b.WriteString("\n| store | records | expired purged | purge time | purged/s | new events/s during | p50 | p99 | p99 without | Δ p99 |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| store | records | expired purged | purge time | purged/s | new events/s during | p50 | p99 | p99 without | Δ p99 | p99 without, windows as long (median, worst) | Δ p99, median window |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		for _, row := range r.rows {
 			if row.purged == 0 && row.purgeErr == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %+.1f ms |\n", row.name, human(row.records),
+			win, dwin := "–", "–"
+			if len(row.windows) > 0 {
+				med := at(row.windows, 50)
+				win = fmt.Sprintf("%s, %s (%d)", ms(med), ms(at(row.windows, 100)), len(row.windows))
+				dwin = fmt.Sprintf("%+.1f ms", float64(row.inPurge.p99-med)/float64(time.Millisecond))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %+.1f ms | %s | %s |\n", row.name, human(row.records),
 				human(int64(row.purged)), row.purgeTime.Round(100*time.Millisecond), float64(row.purged)/row.purgeTime.Seconds(),
 				row.inPurge.rate(), ms(row.inPurge.p50), ms(row.inPurge.p99), ms(row.quiet.p99),
-				float64(row.inPurge.p99-row.quiet.p99)/float64(time.Millisecond))
+				float64(row.inPurge.p99-row.quiet.p99)/float64(time.Millisecond), win, dwin)
 		}
 	}
 	return b.String()

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,5 +43,32 @@ func TestBatchOverlap(t *testing.T) {
 	events = append(events, ms(300, 330), ms(400, 440)) // two slow ones that meet no batch
 	if _, _, slowMet, slow = batchOverlap(events, batches); slow != 3 || slowMet != 1 {
 		t.Errorf("slower than the p99 of 209: %d, %d met; want 60, 40 and 30 ms, one meeting a batch", slow, slowMet)
+	}
+}
+
+// windowP99s: full windows only, unanswered requests left out, each
+// window's own p99, sorted.
+func TestWindowP99s(t *testing.T) {
+	var byDue []time.Duration
+	for i := range 100 { // p99 of 1..100 ms: the 99th value
+		byDue = append(byDue, time.Duration(100-i)*time.Millisecond)
+	}
+	for i := range 100 {
+		l := 5 * time.Millisecond
+		if i%10 == 0 {
+			l = -1 // not answered
+		}
+		byDue = append(byDue, l)
+	}
+	for range 50 { // a window cut short: not one
+		byDue = append(byDue, time.Second)
+	}
+	got := windowP99s(byDue, 100)
+	want := []time.Duration{5 * time.Millisecond, 99 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("windowP99s = %v, want %v", got, want)
+	}
+	if got := windowP99s(byDue, 0); got != nil {
+		t.Fatalf("windows of 0: %v", got)
 	}
 }

@@ -15,9 +15,13 @@ import (
 // Result is what one run measured.
 type Result struct {
 	Latencies []time.Duration // of the requests answered, sorted
-	Errors    int64           // requests that failed, or were not sent: too many in flight
-	FirstErr  error
-	Elapsed   time.Duration
+	// ByDue is each request's latency in the order they were due (the k-th
+	// due k/rate after the start), -1 for one not answered: the latency of
+	// a stretch of the run, such as a window of it.
+	ByDue    []time.Duration
+	Errors   int64 // requests that failed, or were not sent: too many in flight
+	FirstErr error
+	Elapsed  time.Duration
 }
 
 // Run offers op rate times a second, the k-th request due k/rate after
@@ -31,6 +35,7 @@ func Run(rate float64, n int64, stop <-chan struct{}, maxInFlight int64, op func
 	var (
 		mu       sync.Mutex
 		all      []time.Duration
+		byDue    []time.Duration
 		errs     atomic.Int64
 		firstErr atomic.Value
 		inFlight atomic.Int64
@@ -52,6 +57,9 @@ offer:
 			break offer
 		case <-t.C:
 		}
+		mu.Lock()
+		byDue = append(byDue, -1)
+		mu.Unlock()
 		if inFlight.Load() >= maxInFlight {
 			fail(fmt.Errorf("more than %d requests in flight at %.0f/s", maxInFlight, rate))
 			continue
@@ -68,11 +76,12 @@ offer:
 			l := time.Since(due)
 			mu.Lock()
 			all = append(all, l)
+			byDue[k] = l
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	res := Result{Latencies: all, Errors: errs.Load(), Elapsed: time.Since(start)}
+	res := Result{Latencies: all, ByDue: byDue, Errors: errs.Load(), Elapsed: time.Since(start)}
 	res.FirstErr, _ = firstErr.Load().(error)
 	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
 	return res

@@ -44,4 +44,14 @@ func TestInFlightBoundAndErrors(t *testing.T) {
 	if calls.Load() != 5 || res.Errors != 16 || len(res.Latencies) != 4 {
 		t.Fatalf("%d calls, %d errors, %d answered; want 5, 16 (15 not sent, 1 failed), 4", calls.Load(), res.Errors, len(res.Latencies))
 	}
+	// By when each was due: the first failed, the next four answered, the
+	// rest were not sent.
+	if len(res.ByDue) != 20 {
+		t.Fatalf("ByDue has %d requests, want 20", len(res.ByDue))
+	}
+	for k, l := range res.ByDue {
+		if answered := k >= 1 && k <= 4; answered != (l >= 0) {
+			t.Errorf("ByDue[%d] = %v; answered: %v", k, l, answered)
+		}
+	}
 }
