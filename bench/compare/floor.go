@@ -41,6 +41,7 @@ var pgSettings = [][2]string{
 	{"checkpoint_completion_target", "0.9"},
 	{"max_wal_size", "8GB"},
 	{"min_wal_size", "1GB"},
+	{"wal_compression", "lz4"},
 	{"autovacuum", "on"},
 	{"log_checkpoints", "on"},
 }
