@@ -6,7 +6,7 @@ package openloop
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +34,6 @@ func Run(rate float64, n int64, stop <-chan struct{}, maxInFlight int64, op func
 	interval := time.Duration(float64(time.Second) / rate)
 	var (
 		mu       sync.Mutex
-		all      []time.Duration
 		byDue    []time.Duration
 		errs     atomic.Int64
 		firstErr atomic.Value
@@ -75,14 +74,18 @@ offer:
 			}
 			l := time.Since(due)
 			mu.Lock()
-			all = append(all, l)
 			byDue[k] = l
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	res := Result{Latencies: all, ByDue: byDue, Errors: errs.Load(), Elapsed: time.Since(start)}
+	res := Result{ByDue: byDue, Errors: errs.Load(), Elapsed: time.Since(start)}
 	res.FirstErr, _ = firstErr.Load().(error)
-	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
+	for _, l := range byDue {
+		if l >= 0 {
+			res.Latencies = append(res.Latencies, l)
+		}
+	}
+	slices.Sort(res.Latencies)
 	return res
 }
