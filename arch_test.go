@@ -21,6 +21,7 @@ func TestImportRules(t *testing.T) {
 		"dedupe/redis":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres"},
 		"dedupe/cache":     {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"dedupe/readiness": {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
+		"dedupe/retention": {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis", "dedupe/cache", "dedupe/readiness"},
 		"dedupe/view":      {"contract", "proxy", "admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis", "dedupe/cache", "dedupe/readiness"},
 		"proxy":            {"admin", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},
 		"admin":            {"proxy", "proxy/proxytest", "probe", "dedupe/sqlite", "dedupe/postgres", "dedupe/redis"},

@@ -16,9 +16,9 @@ package bench_test
 //
 // At each size, with 32 workers for a fixed time: new events (Claim of a
 // new key, then Complete, as the proxy does), duplicates (Claim of a done
-// record: Duplicate), and the same new-event load while the retention
-// loop's purge runs (Purge with Limit 500, repeated until a batch comes
-// back short: internal/cli purgeBatches). The run during the purge also
+// record: Duplicate), and the same new-event load while serve's purge
+// runs (dedupe/retention's Background: Purge with Limit 500, repeated
+// until a batch comes back short, at serve's pace). The run during the purge also
 // tells the new events that overlapped one of its batches from the others
 // (each group's p99, and how many of the slowest 1% met a batch), beside
 // how long the batches took: whether the claims wait on the purge's
@@ -34,8 +34,9 @@ package bench_test
 //
 // HOOKONCE_GROWTH_PG and HOOKONCE_GROWTH_SQLITE override the sizes
 // ("0,1000000"; "none" skips the backend), HOOKONCE_GROWTH_DURATION the
-// length of a run, HOOKONCE_GROWTH_PURGE_DUTY the share of the time the
-// purge deletes (0.3, as serve's; 1: flat out, as the purge command),
+// length of a run, HOOKONCE_GROWTH_PURGE_DUTY paces the purge by a
+// share of the time alone instead of serve's pace (0.3: serve's before
+// its rate pacing; 1: flat out, as the purge command),
 // HOOKONCE_GROWTH_PURGE_BATCH its batch (500, as serve's),
 // HOOKONCE_GROWTH_PG_SET ("wal_compression=lz4,autovacuum=off", an
 // experiment) adds or overrides PostgreSQL settings of the full run,
@@ -73,6 +74,7 @@ import (
 
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/postgres"
+	"github.com/hookonce/hookonce/dedupe/retention"
 	"github.com/hookonce/hookonce/dedupe/sqlite"
 	"github.com/hookonce/hookonce/internal/testkit/openloop"
 	"github.com/hookonce/hookonce/internal/testkit/pgtest"
@@ -81,9 +83,7 @@ import (
 const (
 	growthWorkers    = 32
 	growthTTL        = 48 * time.Hour
-	growthPurgeBatch = 500 // internal/cli backgroundPurgeBatch
-	growthPurgeDuty  = 0.3 // internal/cli backgroundPurgeDuty
-	growthPurgeCall  = 10 * time.Second
+	growthPurgeBatch = retention.BackgroundBatch
 	growthQuiet      = time.Minute // the full form's run without a purge the purge is judged against
 	growthPGBatch    = 250_000     // rows per INSERT … SELECT statement
 	growthLiteBatch  = 100_000     // rows per SQLite transaction
@@ -205,7 +205,7 @@ type growthRun struct {
 	nextID   int64
 	duration time.Duration
 	quiet    time.Duration // the run of new events without a purge that the purge is judged against (0: newEv, of duration)
-	duty     float64       // the purge's share of time, in (0, 1] (1: no pause)
+	duty     float64       // 0: serve's pace (retention.Background); else the purge's share of time alone, in (0, 1] (1: no pause)
 	batch    int           // records a purge call removes at most
 	rate     float64       // new events offered per second (open loop); 0: growthWorkers flat out
 	rows     []growthRow
@@ -239,12 +239,15 @@ func at(ds []time.Duration, q int) time.Duration {
 }
 
 // batchOverlap tells the new events that overlapped a purge batch from
-// the others: the p99 of each group and how many of the slowest 1% (by
-// their time from start to answer) overlapped one. If the purge's own
-// statements are what delays the claims, the slow ones meet a batch; if
-// the cost comes after (the WAL it left, a vacuum), they need not.
-// batches are in the order they ran, one after another.
-func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, slow int) {
+// the others: the p99 of each group and of all (by their time from start
+// to answer), how many met one, and how many of the slowest 1%
+// overlapped one. If the purge's own statements are what delays the
+// claims, the slow ones meet a batch; if the cost comes after (the WAL it
+// left, a vacuum), they need not. The others' p99 is what the same
+// minutes looked like without the purge's batches: the p99 of all against
+// it is the purge's cost, whatever the machine's mood meanwhile. batches
+// are in the order they ran, one after another.
+func batchOverlap(events, batches []span) overlap {
 	meets := func(e span) bool {
 		// the first batch that ends after the event starts
 		i := sort.Search(len(batches), func(i int) bool { return batches[i].to.After(e.from) })
@@ -263,20 +266,28 @@ func batchOverlap(events, batches []span) (met, other time.Duration, slowMet, sl
 	slices.Sort(in)
 	slices.Sort(out)
 	slices.Sort(all)
-	cut := at(all, 99)
+	o := overlap{met: at(in, 99), other: at(out, 99), all: at(all, 99), n: len(in)}
 	for _, e := range events {
-		if e.to.Sub(e.from) > cut {
-			slow++
+		if e.to.Sub(e.from) > o.all {
+			o.slow++
 			if meets(e) {
-				slowMet++
+				o.slowMet++
 			}
 		}
 	}
-	return at(in, 99), at(out, 99), slowMet, slow
+	return o
+}
+
+// overlap is batchOverlap's answer: p99s of the events that met a batch,
+// of the others and of all; n met one; of the slow ones slower than
+// all's p99, slowMet met one.
+type overlap struct {
+	met, other, all  time.Duration
+	n, slowMet, slow int
 }
 
 // windowP99s cuts a run's new events, in the order they were due, into
-// windows of n and answers the p99 of each full window, sorted. A purge
+// windows of n and answers the p99 of each full window, in that order. A purge
 // lasts seconds; the run it is judged against, a minute. One stall of the
 // machine (a slow disk flush holds every claim behind it) lands in the
 // minute's p99 only diluted, and in the purge's whole: judged against
@@ -300,7 +311,6 @@ func windowP99s(byDue []time.Duration, n int) []time.Duration {
 		slices.Sort(w)
 		out = append(out, at(w, 99))
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -360,7 +370,10 @@ func TestGrowth(t *testing.T) {
 		}
 		duration = d
 	}
-	duty := growthPurgeDuty
+	var duty float64 // serve's pace
+	if !full {
+		duty = 0.3 // the short form checks the purge, not its pace, which would take seconds
+	}
 	if v := os.Getenv("HOOKONCE_GROWTH_PURGE_DUTY"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 || f > 1 {
@@ -565,7 +578,17 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 			}
 			t.Logf("%s %d: purged %d in %s; new %.0f/s p99 %s during it", r.name, row.records, row.purged,
 				row.purgeTime.Round(time.Millisecond), row.inPurge.rate(), row.inPurge.p99)
+			if n := len(row.quiet.byDue); n > 0 && len(row.inPurge.byDue) >= 2*n {
+				// A purge longer than the run before: its p99 minute by
+				// minute (as long as that run), in order, beside the run
+				// before's. A stall that the purge's whole p99 hides (or
+				// that is not its batches': the vacuum after its deletes,
+				// a slow disk) shows in its minute.
+				t.Logf("%s %d: the run during the purge, in windows as long as the run before (%d new events), p99 in order: %s; the run before: %s",
+					r.name, row.records, n, msList(windowP99s(row.inPurge.byDue, n)), ms(row.quiet.p99))
+			}
 			if row.windows = windowP99s(row.quiet.byDue, len(row.inPurge.byDue)); len(row.windows) > 0 {
+				slices.Sort(row.windows)
 				above := sort.Search(len(row.windows), func(i int) bool { return row.windows[i] >= row.inPurge.p99 })
 				t.Logf("%s %d: the run before, in %d windows of %d new events (as many as during the purge): p99 median %s, worst %s; the purge's p99 is above %d of them",
 					r.name, row.records, len(row.windows), len(row.inPurge.byDue), ms(at(row.windows, 50)), ms(at(row.windows, 100)), above)
@@ -577,11 +600,11 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 				took = append(took, b.to.Sub(b.from))
 			}
 			slices.Sort(took)
-			met, other, slowMet, slow := batchOverlap(events, batches)
+			o := batchOverlap(events, batches)
 			if len(took) > 0 && len(events) > 0 {
-				t.Logf("%s %d: %d purge batches, %.0f%% of the purge's time, each p50 %s, p99 %s, max %s; new events that met a batch p99 %s, the others %s; of the slowest 1%% (%d), %d met a batch",
+				t.Logf("%s %d: %d purge batches, %.1f%% of the purge's time, each p50 %s, p99 %s, max %s; %d new events (%.1f%%) met a batch, p99 %s, the others %s, all %s (%+.1f ms); of the slowest 1%% (%d), %d met a batch",
 					r.name, row.records, len(took), 100*busy.Seconds()/max(row.purgeTime.Seconds(), 1e-9), ms(at(took, 50)), ms(at(took, 99)), ms(at(took, 100)),
-					ms(met), ms(other), slow, slowMet)
+					o.n, 100*float64(o.n)/float64(len(events)), ms(o.met), ms(o.other), ms(o.all), float64(o.all-o.other)/1e6, o.slow, o.slowMet)
 			}
 		}
 		for _, l := range []loadResult{row.newEv, row.dup, row.quiet, row.inPurge} {
@@ -593,31 +616,16 @@ func (r *growthRun) grow(t *testing.T, sizes []int64) {
 	}
 }
 
-// growthPurge is the retention loop's purge (internal/cli purgeBatches as
-// serve's purgeLoop runs it): batches of 500, each call bounded by 10 s,
-// until a batch comes back short, pausing after each so that batches run
-// duty of the time (serve's 0.3; 1: no pause). One cursor for the run, as
-// purgeBatches gives. onBatch is told each batch's start and end.
+// growthPurge is serve's background purge (retention.Background, one
+// run), or with a duty one paced by that share of the time alone, in
+// batches of batch. onBatch is told each batch's start and end.
 func growthPurge(ctx context.Context, s dedupe.Store, batch int, duty float64, onBatch func(from, to time.Time)) (int, error) {
-	total := 0
-	req := dedupe.PurgeRequest{Limit: batch, Cursor: new(dedupe.PurgeCursor)}
-	for {
-		t0 := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, growthPurgeCall)
-		n, err := s.Purge(cctx, req)
-		cancel()
-		onBatch(t0, time.Now())
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < batch {
-			return total, nil
-		}
-		if duty > 0 && duty < 1 {
-			time.Sleep(time.Duration(float64(time.Since(t0)) * (1 - duty) / duty))
-		}
+	p := retention.Background(s)
+	if duty > 0 {
+		p.Duty, p.Floor, p.RampEvery = duty, 0, 0
 	}
+	p.OnBatch = onBatch
+	return p.Run(ctx, dedupe.PurgeRequest{Limit: batch})
 }
 
 var growthResp = dedupe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"received":true}`)}
@@ -791,6 +799,15 @@ func (r *growthRun) loadNew(ctx context.Context, d time.Duration, stop <-chan st
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
+// msList is ds in milliseconds, one decimal, comma-separated.
+func msList(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+	}
+	return strings.Join(parts, ", ") + " ms"
+}
+
 func human(n int64) string {
 	switch {
 	case n >= 1_000_000:
@@ -808,7 +825,13 @@ func growthReport(runs []*growthRun, d time.Duration) string {
 		fmt.Fprintf(&b, "New events offered at %.0f/s (open loop, latency from when each was due; HOOKONCE_GROWTH_RATE), duplicates flat out.\n\n", runs[0].rate)
 	}
 	if len(runs) > 0 {
-		fmt.Fprintf(&b, "The purge deletes batches of %d, %.0f%% of the time (serve's: %.0f%%; HOOKONCE_GROWTH_PURGE_DUTY).\n\n", runs[0].batch, 100*runs[0].duty, 100*growthPurgeDuty)
+		if bg := retention.Background(nil); runs[0].duty == 0 {
+			fmt.Fprintf(&b, "The purge deletes batches of %d at serve's pace: from %.0f records/s, doubling after each %s it goes on, at most %.0f%% of the time (HOOKONCE_GROWTH_PURGE_DUTY: a share of the time instead).\n\n",
+				runs[0].batch, bg.Floor, bg.RampEvery, 100*bg.Duty)
+		} else {
+			fmt.Fprintf(&b, "The purge deletes batches of %d, %.0f%% of the time (HOOKONCE_GROWTH_PURGE_DUTY; serve's pace: from %.0f records/s, at most %.0f%%).\n\n",
+				runs[0].batch, 100*runs[0].duty, bg.Floor, 100*bg.Duty)
+		}
 		without := fmt.Sprintf("the new events' run above (%s)", d)
 		if runs[0].quiet > 0 {
 			without = fmt.Sprintf("a run of new events over %s just before the purge (HOOKONCE_GROWTH_QUIET)", runs[0].quiet)

@@ -24,6 +24,7 @@ import (
 	"github.com/hookonce/hookonce/dedupe"
 	"github.com/hookonce/hookonce/dedupe/cache"
 	"github.com/hookonce/hookonce/dedupe/readiness"
+	"github.com/hookonce/hookonce/dedupe/retention"
 	"github.com/hookonce/hookonce/dedupe/view"
 	"github.com/hookonce/hookonce/proxy"
 )
@@ -371,18 +372,20 @@ func (m *Main) shutdown() {
 }
 
 // purgeLoop removes expired records every minute, in batches of
-// backgroundPurgeBatch so it never holds the store long, paced to
-// backgroundPurgeDuty of the time so the claims meanwhile hardly notice.
+// retention.BackgroundBatch so it never holds the store long, paced by
+// retention.Background (from one batch a second, faster only while it
+// has not caught up) so the claims meanwhile hardly notice.
 func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
+	purger := retention.Background(store)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		total, err := purgeBatches(ctx, store, dedupe.PurgeRequest{Limit: backgroundPurgeBatch}, 10*time.Second, backgroundPurgeDuty)
+		total, err := purger.Run(ctx, dedupe.PurgeRequest{Limit: retention.BackgroundBatch})
 		if err != nil && ctx.Err() == nil { // not the shutdown's
 			log.Warn("purge of expired records failed", "err", err)
 		}
