@@ -155,3 +155,20 @@ func TestPurgeRampsWhileBehind(t *testing.T) {
 		t.Fatalf("a rate Duty bounds doubled: %v, want 1000", pr.Rate())
 	}
 }
+
+// serve's purge: paced by rate, from one batch a second, only where a
+// batch costs the claims that meet it; on SQLite by its share of the
+// time alone, so quick batches follow each other at once.
+func TestBackground(t *testing.T) {
+	full := retention.BackgroundBatch
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	n, err := retention.Background(&purgeStore{batches: []int{full, full, 3}}, false).Run(ctx, dedupe.PurgeRequest{Limit: full})
+	if n != 2*full+3 || err != nil {
+		t.Fatalf("SQLite's pace: purged %d (%v), want %d at once", n, err, 2*full+3)
+	}
+	n, err = retention.Background(&purgeStore{batches: []int{full, full, 3}}, true).Run(ctx, dedupe.PurgeRequest{Limit: full})
+	if n != full || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a paced purge in 300 ms: purged %d (%v), want one batch, then a pause of a second", n, err)
+	}
+}

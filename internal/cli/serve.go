@@ -270,7 +270,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		case <-loopCtx.Done():
 		}
 	}()
-	go func() { defer m.loops.Done(); purgeLoop(loopCtx, store, log) }()
+	go func() { defer m.loops.Done(); purgeLoop(loopCtx, store, !isSQLite(cfg.Store), log) }()
 	go func() { defer m.loops.Done(); p.WatchUnretried(loopCtx, cfg.UnretriedEvery) }()
 	go func() { defer m.loops.Done(); p.RunDurable(loopCtx) }()
 	go func() {
@@ -373,12 +373,13 @@ func (m *Main) shutdown() {
 
 // purgeLoop removes expired records every minute, in batches of
 // retention.BackgroundBatch so it never holds the store long, paced by
-// retention.Background (from one batch a second, faster only while it
-// has not caught up) so the claims meanwhile hardly notice.
-func purgeLoop(ctx context.Context, store dedupe.Store, log *slog.Logger) {
+// retention.Background so the claims meanwhile hardly notice (perClaim:
+// the store is not SQLite; the pace then begins at one batch a second
+// and goes faster only while it has not caught up).
+func purgeLoop(ctx context.Context, store dedupe.Store, perClaim bool, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	purger := retention.Background(store)
+	purger := retention.Background(store, perClaim)
 	for {
 		select {
 		case <-ctx.Done():

@@ -47,11 +47,14 @@ const (
 	readOnly
 )
 
+// isSQLite says whether dsn names the embedded store.
+func isSQLite(dsn string) bool { return strings.HasPrefix(dsn, "sqlite:") }
+
 // openStore opens the backend a DSN names. It is the only place that knows
 // every backend.
 func openStore(ctx context.Context, dsn string, a access) (dedupe.Store, error) {
 	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
+	case isSQLite(dsn):
 		// sqlite:PATH[?synchronous=full|normal]
 		path, opts, err := sqlite.ParseDSN(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//"))
 		if err != nil {
