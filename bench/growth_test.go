@@ -99,6 +99,11 @@ var growthPGSettings = map[string]string{
 	"maintenance_work_mem": "512MB",
 	"max_wal_size":         "8GB",
 	"wal_compression":      "lz4", // docs/stores.md: half the purge's WAL, and fewer slow flushes during it
+	// docs/stores.md's, as bench/compare runs: PostgreSQL's default of 5 min
+	// put a timed checkpoint inside a five-minute purge and none in the
+	// minute it is judged against (round 9).
+	"checkpoint_timeout":           "15min",
+	"checkpoint_completion_target": "0.9",
 }
 
 var growthSenders = []string{"stripe", "shopify", "github", "paypal", "yookassa", "robokassa", "tinkoff", "cloudpayments"}

@@ -8,9 +8,9 @@
 // the share of claims that meet a batch. Measured on 2 cores at 1,000 new
 // events/s (bench TestGrowth, 334 k of 1 M records expired): paced to 30%
 // of the time, 39% of the claims met a batch and 52 of the slowest 56;
-// paced by rate from 500 records a second, 0.7% and 4–8% of the slowest
-// 1%, and the p99 of all claims was within 0.1 ms of theirs that met
-// none. So there the purge begins slowly (Floor records a second, one
+// paced by rate from 500 records a second, 0.7–1.1% and 4–12% of the
+// slowest 1%, and the p99 of all claims was within 0.1–0.5 ms of theirs
+// that met none. So there the purge begins slowly (Floor records a second, one
 // batch of 500 a second) and speeds up only while it has not caught up:
 // it doubles its rate after each RampEvery of one run, up to Duty of the
 // time. A run that ends within RampEvery halves the rate the next begins
