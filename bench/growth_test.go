@@ -87,9 +87,9 @@ const (
 	growthTTL        = 48 * time.Hour
 	growthPurgeBatch = retention.BackgroundBatch
 	// growthQuiet is the full form's run without a purge that the purge is
-	// judged against: as long as serve's purge of the full form's backlog
-	// takes on PostgreSQL, so that both hold as many of the machine's slow
-	// minutes.
+	// judged against: as long as serve's purge of 1 M records' backlog
+	// (334 k expired) takes on PostgreSQL, so that both hold as many of the
+	// machine's slow minutes.
 	growthQuiet     = 5 * time.Minute
 	growthPGBatch   = 250_000 // rows per INSERT … SELECT statement
 	growthLiteBatch = 100_000 // rows per SQLite transaction
